@@ -1,0 +1,76 @@
+"""The one error hierarchy of Cumulus. Every message a user sees says what went wrong,
+where (file, line, column, relation, epoch) and, where it helps, what to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Position:
+    """A place in a source text: 1-based line and column, plus the text's name."""
+
+    line: int
+    col: int
+    source: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}line {self.line}, col {self.col}"
+
+
+def mark(text: str, pos: Position | None, width: int = 1) -> str:
+    """The line of `text` at `pos` with a caret marker under the offending span."""
+    if pos is None or not text:
+        return ""
+    lines = text.splitlines()
+    if not 1 <= pos.line <= len(lines):
+        return ""
+    line = lines[pos.line - 1]
+    return f"\n  {line}\n  {' ' * (pos.col - 1)}{'^' * max(1, width)}"
+
+
+class CumulusError(Exception):
+    """Base of every error Cumulus raises on purpose."""
+
+
+class PositionedError(CumulusError):
+    """An error at a place in a text: "what. line N, col M" and the text marked."""
+
+    def __init__(self, what: str, pos: Position | None = None, text: str = "", width: int = 1):
+        self.what = what
+        self.pos = pos
+        where = f". {pos}" if pos else ""
+        super().__init__(f"{what}{where}{mark(text, pos, width)}")
+
+
+class SchemaError(PositionedError):
+    """The DDL could not be read, or names an unknown relation, column or type."""
+
+
+class M3SyntaxError(PositionedError):
+    """An M3 program text does not follow the grammar."""
+
+
+class M3ValidationError(PositionedError):
+    """An M3 program parses but breaks a typing or restricted-M3 rule."""
+
+
+class UnsupportedSQLError(PositionedError):
+    """A view uses SQL outside the supported fragment; the message names the construct."""
+
+
+class SQLBindError(PositionedError):
+    """A view names a relation or column the schema does not have, or mixes types."""
+
+
+class InterpreterError(CumulusError):
+    """The reference interpreter cannot execute an event (unknown relation, bad arity)."""
+
+
+class EventFormatError(CumulusError):
+    """An event file cannot be read: says which file and line."""
+
+
+class ConfigError(CumulusError):
+    """The Cumulus home or its configuration is missing or inconsistent."""
