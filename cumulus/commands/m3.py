@@ -1,0 +1,88 @@
+"""`cumulus m3 check|fmt`: validate and pretty-print M3 programs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cumulus.errors import CumulusError
+from cumulus.m3.dataflow import dataflow
+from cumulus.m3.parser import parse_program
+from cumulus.m3.printer import format_program
+from cumulus.m3.validate import CheckedProgram, validate
+from cumulus.schema import load_schema
+
+
+def read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise CumulusError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def load_program(path: str, schema_path: str) -> CheckedProgram:
+    text = read_text(path)
+    return validate(parse_program(text, source=path), load_schema(schema_path), text)
+
+
+def describe(checked: CheckedProgram, shared: dict[str, list[str]] | None = None) -> str:
+    """A report of the maps (keys, value type, depth, who reads them) and the dataflow."""
+    flow = dataflow(checked.program)
+    lines = ["maps:"]
+    width = max((len(n) for n in checked.maps), default=0)
+    for name in flow.order:
+        info = checked.maps[name]
+        keys = ", ".join(f"{k}: {t}" for k, t in zip(info.key_names, info.key_types, strict=True))
+        depth = flow.depth[name]
+        line = f"  {name.ljust(width)}  [{keys}] -> {info.type}   depth {'cycle' if depth is None else depth}"
+        if shared and len(shared.get(name, [])) > 1:
+            line += f"   shared by views: {', '.join(shared[name])}"
+        lines.append(line)
+    lines.append("dataflow (event: target <- maps read):")
+    for e in flow.edges:
+        lines.append(f"  {e.event.upper():<14} {e.target} <- {', '.join(e.sources) or '(event values)'}")
+    if flow.cycles:
+        lines.append("cycles: " + "; ".join(" -> ".join(c) for c in flow.cycles))
+    if checked.derived:
+        lines.append("derived triggers (insertion times -1): " + ", ".join(d.upper() for d in checked.derived))
+    return "\n".join(lines) + "\n"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    checked = load_program(args.program, args.schema)
+    sys.stdout.write(f"{args.program}: ok ({len(checked.program.triggers)} triggers, {len(checked.maps)} maps)\n")
+    sys.stdout.write(describe(checked))
+    return 0
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    text = read_text(args.program)
+    program = parse_program(text, source=args.program)
+    if args.schema:
+        validate(program, load_schema(args.schema), text)
+    out = format_program(program)
+    if args.write and args.program != "-":
+        Path(args.program).write_text(out)
+    else:
+        sys.stdout.write(out)
+    return 0
+
+
+def register(subparsers) -> None:
+    m3 = subparsers.add_parser("m3", help="check and format M3 trigger programs")
+    sub = m3.add_subparsers(dest="m3_command", metavar="SUBCOMMAND")
+    sub.required = True
+    check = sub.add_parser(
+        "check", help="validate a program against a schema; print maps, depths and the dataflow"
+    )
+    check.add_argument("program", help="M3 program file ('-' for standard input)")
+    check.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
+    check.set_defaults(func=cmd_check)
+    fmt = sub.add_parser("fmt", help="pretty-print a program in the canonical style")
+    fmt.add_argument("program", help="M3 program file ('-' for standard input)")
+    fmt.add_argument("--schema", help="also validate against this DDL file")
+    fmt.add_argument("-w", "--write", action="store_true", help="rewrite the file in place")
+    fmt.set_defaults(func=cmd_fmt)

@@ -1,0 +1,61 @@
+"""Printing result rows for people and programs: an aligned table, CSV with a header
+(dates as ISO text, decimals exact, NULL as empty), or JSON lines."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+
+FORMATS = ("table", "csv", "json")
+
+
+def text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def sort_key(row: Sequence) -> tuple:
+    """Orders rows with NULLs first and mixed types without errors."""
+    return tuple((v is not None, type(v).__name__ if v is not None else "", v if v is not None else 0) for v in row)
+
+
+def render(columns: Sequence[str], rows: Iterable[Sequence], fmt: str = "csv") -> str:
+    rows = [list(r) for r in rows]
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[text(v) for v in r] for r in rows])
+        return buf.getvalue()
+    if fmt == "json":
+        def plain(v):
+            if isinstance(v, Decimal):
+                return int(v) if v == v.to_integral_value() and v.as_tuple().exponent >= 0 else float(v)
+            if isinstance(v, (dt.date, dt.datetime)):
+                return text(v)
+            return v
+        return "".join(json.dumps(dict(zip(columns, map(plain, r), strict=True))) + "\n" for r in rows)
+    if fmt == "table":
+        cells = [[text(v) if v is not None else "NULL" for v in r] for r in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        numeric = [all(isinstance(r[i], (int, float, Decimal)) or r[i] is None for r in rows) and rows != [] for i in range(len(columns))]
+        def line(values):
+            return " | ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+        out = [line(list(columns)), "-+-".join("-" * w for w in widths)]
+        out += [line(r) for r in cells]
+        out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+        return "\n".join(out) + "\n"
+    raise ValueError(f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
