@@ -1,0 +1,24 @@
+# Every target sets up what is missing first (scripts/setup.sh: seconds when nothing is).
+# Pass extra pytest options with ARGS, e.g. `make test-unit ARGS="-k parser -x"`.
+PY := .venv/bin/python
+ARGS ?=
+
+.PHONY: setup test test-unit test-spark lint demo
+
+setup:
+	bash scripts/setup.sh
+
+test: setup
+	$(PY) -m pytest tests $(ARGS)
+
+test-unit: setup
+	$(PY) -m pytest tests -m "not spark and not airflow and not e2e" $(ARGS)
+
+test-spark: setup
+	$(PY) -m pytest tests -m spark $(ARGS)
+
+lint: setup
+	.venv/bin/ruff check .
+
+demo: setup
+	bash scripts/demo.sh

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Idempotent setup for a Debian 12 machine: installs only what is missing.
+#   1. system pieces (apt, one `apt-get update` only when something must be installed):
+#      Java 17, the SQLite / PostgreSQL JDBC drivers and jarjar from Debian
+#   2. uv, the project venv (.venv, Python 3.11) and its packages (skipped when a stamp
+#      of requirements.txt + pyproject.toml matches)
+#   3. .cache/jars/: the relocated Jackson jar Iceberg needs (built once, see
+#      docs/STACK.md) and links to every jar the Spark session puts on spark.jars
+# A second run takes a few seconds. Safe without a terminal (CI=true, no stdin).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+JARS="$ROOT/.cache/jars"
+STAMP="$VENV/.cumulus-deps.sha256"
+export DEBIAN_FRONTEND=noninteractive
+exec </dev/null
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+    else die "need root to run: $* (run this script as root or install it by hand)"
+    fi
+}
+
+# --- 1. system packages ------------------------------------------------------------
+missing=()
+java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
+[ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
+[ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+command -v python3.11 >/dev/null 2>&1 || missing+=(python3)
+if ! command -v uv >/dev/null 2>&1 && ! python3.11 -m uv --version >/dev/null 2>&1 \
+    && ! python3.11 -m pip --version >/dev/null 2>&1; then
+    missing+=(python3-pip)
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    # Slim Debian images lack this folder and Java's postinst fails without it.
+    as_root mkdir -p /usr/share/man/man1
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    say "system packages: ok (java, sqlite-jdbc, jarjar, postgresql jdbc)"
+fi
+java -version >/dev/null 2>&1 || die "java still not runnable after installing openjdk-17-jre-headless"
+
+# --- 2. uv, venv, Python packages --------------------------------------------------
+find_uv() {
+    if command -v uv >/dev/null 2>&1; then UV=(uv)
+    elif python3.11 -m uv --version >/dev/null 2>&1; then UV=(python3.11 -m uv)
+    else return 1
+    fi
+}
+if ! find_uv; then
+    say "installing uv (pip)"
+    python3.11 -m pip install -q uv 2>/dev/null \
+        || python3.11 -m pip install -q --break-system-packages uv \
+        || die "could not install uv with pip"
+    find_uv || die "uv installed but not found on PATH"
+fi
+
+if ! "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' >/dev/null 2>&1; then
+    say "creating .venv (Python 3.11)"
+    "${UV[@]}" venv -q --clear --python python3.11 "$VENV"
+fi
+
+deps_hash="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$deps_hash" ]; then
+    say "python packages: ok (requirements.txt and pyproject.toml unchanged)"
+else
+    say "installing python packages into .venv (uv pip install -r requirements.txt, -e .)"
+    "${UV[@]}" pip install -q --python "$PY" -r requirements.txt
+    "${UV[@]}" pip install -q --python "$PY" -e .
+    echo "$deps_hash" >"$STAMP"
+fi
+
+# --- 3. jars -----------------------------------------------------------------------
+mkdir -p "$JARS"
+site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+
+# The Iceberg Spark runtime shipped by snowpark-connect-deps-iceberg (Scala 2.12 build).
+runtime="$("$PY" - <<'EOF'
+import snowpark_connect_deps_iceberg as d
+jars = [p for p in d.list_jars() if p.name.startswith("iceberg-spark-runtime-3.5_2.12-")]
+print(jars[-1] if jars else "")
+EOF
+)"
+[ -n "$runtime" ] || die "no iceberg-spark-runtime-3.5_2.12 jar in snowpark-connect-deps-iceberg"
+ln -sfn "$runtime" "$JARS/iceberg-spark-runtime.jar"
+ln -sfn /usr/share/java/sqlite-jdbc.jar "$JARS/sqlite-jdbc.jar"
+ln -sfn /usr/share/java/postgresql.jar "$JARS/postgresql.jar"
+
+# Relocated Jackson: the runtime jar refers to org.apache.iceberg.shaded.com.fasterxml.jackson
+# but lacks those classes. Merge pyspark's Jackson jars and relocate them with jarjar.
+shopt -s nullglob
+inputs=("$site"/pyspark/jars/jackson-{core,databind,annotations}-2.*.jar)
+shopt -u nullglob
+[ "${#inputs[@]}" -eq 3 ] || die "expected jackson-core, -databind, -annotations in $site/pyspark/jars"
+shaded="$JARS/iceberg-jackson-shaded.jar"
+want="$(for j in "${inputs[@]}"; do basename "$j"; done)"
+if [ -s "$shaded" ] && [ -f "$shaded.inputs" ] && [ "$(cat "$shaded.inputs")" = "$want" ]; then
+    say "relocated jackson jar: ok"
+else
+    say "building relocated jackson jar from: $(echo $want)"
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    "$PY" - "$tmp/jackson-merged.jar" "${inputs[@]}" <<'EOF'
+import sys, zipfile
+out, *inputs = sys.argv[1:]
+seen = set()
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+    for path in inputs:
+        with zipfile.ZipFile(path) as src:
+            for info in src.infolist():
+                name = info.filename
+                if (name in seen or name.endswith("module-info.class")
+                        or name.startswith("META-INF/versions/")):
+                    continue
+                seen.add(name)
+                dst.writestr(info, src.read(name))
+EOF
+    echo 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1' >"$tmp/rules.txt"
+    java -jar /usr/share/java/jarjar.jar process "$tmp/rules.txt" "$tmp/jackson-merged.jar" "$tmp/out.jar"
+    mv "$tmp/out.jar" "$shaded"
+    echo "$want" >"$shaded.inputs"
+fi
+
+say "done: jars in ${JARS#"$ROOT"/}, venv in .venv"
