@@ -1,0 +1,147 @@
+"""Settings in one place: the Cumulus home, the Iceberg catalog and the Spark master.
+
+Precedence, lowest first: built-in defaults, `<home>/cumulus.toml`, environment variables
+(CUMULUS_*), explicit arguments (the CLI's --home). The home itself comes from --home,
+else $CUMULUS_HOME, else ./.cumulus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from cumulus.errors import ConfigError
+
+CONFIG_FILE = "cumulus.toml"
+
+# Setting name -> environment variable that overrides it.
+ENV_VARS = {
+    "catalog": "CUMULUS_CATALOG",
+    "spark_master": "CUMULUS_SPARK_MASTER",
+    "catalog_uri": "CUMULUS_CATALOG_URI",
+    "catalog_user": "CUMULUS_CATALOG_USER",
+    "catalog_password": "CUMULUS_CATALOG_PASSWORD",
+    "warehouse": "CUMULUS_WAREHOUSE",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where Cumulus keeps its state and how it reaches Spark and the catalog.
+
+    `catalog_uri` is a JDBC uri: SQLite in the home by default (embedded mode), or
+    `jdbc:postgresql://host:port/db` (with catalog_user / catalog_password) where several
+    processes must commit at once. `spark_conf` holds extra Spark settings (the [spark]
+    table of cumulus.toml); they are applied last, so they can override anything.
+    """
+
+    home: Path
+    catalog: str = "cumulus"
+    spark_master: str = "local[*]"
+    catalog_uri: str = ""
+    catalog_user: str = ""
+    catalog_password: str = field(default="", repr=False)
+    warehouse: Path | None = None
+    spark_ui: bool = False
+    shuffle_partitions: int = 4
+    spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        home = Path(self.home).expanduser().resolve()
+        object.__setattr__(self, "home", home)
+        if not self.catalog_uri:
+            object.__setattr__(self, "catalog_uri", sqlite_catalog_uri(home / "catalog.db"))
+        warehouse = Path(self.warehouse).expanduser() if self.warehouse else home / "warehouse"
+        object.__setattr__(self, "warehouse", warehouse.resolve())
+        if not self.catalog_uri.startswith("jdbc:"):
+            raise ConfigError(
+                f"catalog_uri must be a JDBC uri (jdbc:sqlite:... or jdbc:postgresql://...), "
+                f"got {self.catalog_uri!r}. Fix it in {home / CONFIG_FILE} or $CUMULUS_CATALOG_URI"
+            )
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.catalog_uri.startswith("jdbc:sqlite:")
+
+    @property
+    def is_local(self) -> bool:
+        return self.spark_master.startswith("local")
+
+
+def sqlite_catalog_uri(db: Path) -> str:
+    """The JDBC uri of the embedded catalog. WAL matters: see docs/STACK.md."""
+    return f"jdbc:sqlite:{db}?journal_mode=WAL&busy_timeout=30000"
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("CUMULUS_HOME") or ".cumulus")
+
+
+def load_settings(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Settings for `home` (default: $CUMULUS_HOME or ./.cumulus), merged from the home's
+    cumulus.toml, the environment and `overrides` (keyword arguments named like the fields)."""
+    home_path = Path(home) if home else default_home()
+    values: dict[str, Any] = _read_toml(home_path.expanduser() / CONFIG_FILE)
+    for name, var in ENV_VARS.items():
+        if os.environ.get(var):
+            values[name] = os.environ[var]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name for f in fields(Settings)} - {"home"}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} in {home_path / CONFIG_FILE}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    return Settings(home=home_path, **values)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings for a CLI command: the global --home option, then as load_settings."""
+    return load_settings(getattr(args, "home", None))
+
+
+def with_overrides(settings: Settings, **changes: Any) -> Settings:
+    """A copy of `settings` with some fields changed (e.g. spark_master in tests)."""
+    return replace(settings, **changes)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    spark = data.pop("spark", None)
+    if spark is not None:
+        if not isinstance(spark, dict):
+            raise ConfigError(f"{path}: [spark] must be a table of Spark settings")
+        data["spark_conf"] = dict(_flatten_spark(spark))
+    return data
+
+
+def _flatten_spark(table: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """[spark] keys are Spark setting names; TOML nests dotted keys, so join them back
+    and add the `spark.` prefix where it was left out (`driver.memory = "2g"`)."""
+    pairs: list[tuple[str, str]] = []
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            pairs.extend(_flatten_spark(value, f"{name}."))
+        else:
+            pairs.append(
+                (name if name.startswith("spark.") else f"spark.{name}", _conf_value(value))
+            )
+    return pairs
+
+
+def _conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

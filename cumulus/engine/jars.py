@@ -1,0 +1,74 @@
+"""Finds the jars the Spark session puts on spark.jars: the Iceberg runtime, the relocated
+Jackson jar built by scripts/setup.sh, and the JDBC drivers of the catalog.
+
+Looks in $CUMULUS_JARS_DIR, else the repository's .cache/jars (filled by `make setup`),
+then falls back to the installed packages (the runtime) and /usr/share/java (drivers).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cumulus.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SYSTEM_JARS = Path("/usr/share/java")
+
+ICEBERG_RUNTIME = "iceberg-spark-runtime.jar"
+ICEBERG_JACKSON = "iceberg-jackson-shaded.jar"
+SQLITE_JDBC = "sqlite-jdbc.jar"
+POSTGRESQL_JDBC = "postgresql.jar"
+
+
+def jars_dir() -> Path:
+    return Path(os.environ.get("CUMULUS_JARS_DIR") or REPO_ROOT / ".cache" / "jars")
+
+
+def _cached(name: str) -> Path | None:
+    path = jars_dir() / name
+    return path if path.is_file() else None  # is_file follows symlinks: a dangling link is missing
+
+
+def iceberg_runtime_jar() -> Path | None:
+    """The Iceberg Spark 3.5 / Scala 2.12 runtime (snowpark-connect-deps-iceberg ships it)."""
+    if found := _cached(ICEBERG_RUNTIME):
+        return found
+    try:
+        import snowpark_connect_deps_iceberg as deps
+    except ImportError:
+        return None
+    jars = [p for p in deps.list_jars() if p.name.startswith("iceberg-spark-runtime-3.5_2.12-")]
+    return jars[-1] if jars else None
+
+
+def iceberg_jackson_jar() -> Path | None:
+    """Jackson relocated to org.apache.iceberg.shaded (built by scripts/setup.sh)."""
+    return _cached(ICEBERG_JACKSON)
+
+
+def jdbc_driver_jar(name: str) -> Path | None:
+    if found := _cached(name):
+        return found
+    system = SYSTEM_JARS / name
+    return system if system.is_file() else None
+
+
+def spark_jars(catalog_uri: str) -> list[Path]:
+    """Every jar a session needs for a catalog at `catalog_uri`, or a ConfigError that says
+    which are missing and to run `make setup`."""
+    wanted = {
+        ICEBERG_RUNTIME: iceberg_runtime_jar(),
+        ICEBERG_JACKSON: iceberg_jackson_jar(),
+    }
+    if catalog_uri.startswith("jdbc:sqlite:"):
+        wanted[SQLITE_JDBC] = jdbc_driver_jar(SQLITE_JDBC)
+    elif catalog_uri.startswith("jdbc:postgresql:"):
+        wanted[POSTGRESQL_JDBC] = jdbc_driver_jar(POSTGRESQL_JDBC)
+    missing = [name for name, path in wanted.items() if path is None]
+    if missing:
+        raise ConfigError(
+            f"Spark jars not found: {', '.join(missing)} (looked in {jars_dir()}). "
+            "Run `make setup` (scripts/setup.sh) to install and build them."
+        )
+    return [path for path in wanted.values() if path is not None]

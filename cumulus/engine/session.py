@@ -1,0 +1,83 @@
+"""The SparkSession factory: the only place a SparkSession is built. It wires the Iceberg
+catalog (JDBC, SQLite in the Cumulus home by default) as the default catalog.
+
+The configuration and the reasons for it are in docs/STACK.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.jars import spark_jars
+from cumulus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
+    """Every Spark setting of a Cumulus session (pure: no JVM, so it can be unit-tested)."""
+    cat = f"spark.sql.catalog.{settings.catalog}"
+    home = settings.home
+    conf = {
+        "spark.master": settings.spark_master,
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(p) for p in spark_jars(settings.catalog_uri)),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        cat: "org.apache.iceberg.spark.SparkCatalog",
+        f"{cat}.type": "jdbc",
+        f"{cat}.uri": settings.catalog_uri,
+        f"{cat}.jdbc.schema-version": "V1",
+        f"{cat}.warehouse": str(settings.warehouse),
+        "spark.sql.defaultCatalog": settings.catalog,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "true" if settings.spark_ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        # Keep Hive/Derby and the built-in catalog's files inside the home, not the cwd.
+        "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={home / 'derby'}",
+        # Python workers must run the interpreter that has pyspark and cumulus installed.
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    if settings.catalog_user:
+        conf[f"{cat}.jdbc.user"] = settings.catalog_user
+    if settings.catalog_password:
+        conf[f"{cat}.jdbc.password"] = settings.catalog_password
+    if settings.is_local:
+        conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
+    conf.update(settings.spark_conf)
+    return conf
+
+
+def spark_session(
+    settings: Settings,
+    app_name: str = "cumulus",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession on the Cumulus catalog of `settings` (or the running one: Spark keeps
+    one session per process, so a second call returns the first session)."""
+    conf = spark_conf(settings, app_name)
+    conf.update(extra_conf or {})
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise ConfigError("Java not found (no `java` on PATH, no $JAVA_HOME). Run `make setup`.")
+    if settings.is_local:
+        # Bind the local driver to loopback (and skip Spark's hostname warning).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.warehouse.mkdir(parents=True, exist_ok=True)
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

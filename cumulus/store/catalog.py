@@ -1,0 +1,48 @@
+"""JVM-free access to the Cumulus catalog: a PyIceberg SqlCatalog on the same database and
+warehouse as the Spark session's Iceberg JDBC catalog, so it sees the same tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from cumulus.config import Settings
+from cumulus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+
+def sqlalchemy_uri(settings: Settings) -> str:
+    """The SQLAlchemy uri of the catalog database named by the JDBC `catalog_uri`."""
+    uri = settings.catalog_uri
+    if uri.startswith("jdbc:sqlite:"):
+        path = uri.removeprefix("jdbc:sqlite:").split("?", 1)[0]
+        # Wait for a writer (Spark) instead of failing at once with "database is locked".
+        return f"sqlite:///{path}?timeout=30"
+    if uri.startswith("jdbc:postgresql://"):
+        rest = uri.removeprefix("jdbc:postgresql://").split("?", 1)[0]
+        auth = ""
+        if settings.catalog_user:
+            auth = quote(settings.catalog_user, safe="")
+            if settings.catalog_password:
+                auth += ":" + quote(settings.catalog_password, safe="")
+            auth += "@"
+        return f"postgresql+psycopg2://{auth}{rest}"
+    raise ConfigError(
+        f"no PyIceberg equivalent for catalog uri {uri!r} (sqlite or postgresql only)"
+    )
+
+
+def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
+    """A PyIceberg SqlCatalog named like the Spark catalog, on the same tables."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if settings.is_sqlite:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog(
+        settings.catalog,
+        uri=sqlalchemy_uri(settings),
+        warehouse=f"file://{settings.warehouse}",
+        schema_version="v1",
+    )
