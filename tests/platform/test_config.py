@@ -1,0 +1,100 @@
+"""Settings, jar lookup and the Spark configuration, without a JVM (unit tier)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from cumulus.config import Settings, load_settings, settings_from_args
+from cumulus.engine import jars
+from cumulus.engine.session import spark_conf
+from cumulus.errors import ConfigError
+from cumulus.store.catalog import sqlalchemy_uri
+
+
+def test_defaults_derive_from_home(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load_settings()
+    assert s.home == tmp_path / ".cumulus"
+    assert s.catalog == "cumulus"
+    assert s.spark_master == "local[*]"
+    assert s.catalog_uri == (
+        f"jdbc:sqlite:{tmp_path}/.cumulus/catalog.db?journal_mode=WAL&busy_timeout=30000"
+    )
+    assert s.warehouse == tmp_path / ".cumulus" / "warehouse"
+
+
+def test_environment_then_arguments(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUMULUS_HOME", str(tmp_path / "env-home"))
+    monkeypatch.setenv("CUMULUS_SPARK_MASTER", "spark://127.0.0.1:7077")
+    assert load_settings().home == tmp_path / "env-home"
+    assert load_settings().spark_master == "spark://127.0.0.1:7077"
+    args = argparse.Namespace(home=str(tmp_path / "cli-home"))
+    assert settings_from_args(args).home == tmp_path / "cli-home"
+    assert settings_from_args(argparse.Namespace(home=None)).home == tmp_path / "env-home"
+
+
+def test_toml_overrides_and_spark_table(tmp_path, monkeypatch):
+    (tmp_path / "cumulus.toml").write_text(
+        'catalog = "lake"\n'
+        'catalog_uri = "jdbc:postgresql://127.0.0.1:5432/cumulus"\n'
+        'catalog_user = "cu"\n'
+        "shuffle_partitions = 8\n"
+        "[spark]\n"
+        'driver.memory = "2g"\n'
+        '"spark.sql.adaptive.enabled" = false\n'
+    )
+    s = load_settings(tmp_path)
+    assert (s.catalog, s.catalog_user, s.shuffle_partitions) == ("lake", "cu", 8)
+    assert dict(s.spark_conf) == {
+        "spark.driver.memory": "2g",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    assert sqlalchemy_uri(s) == "postgresql+psycopg2://cu@127.0.0.1:5432/cumulus"
+    monkeypatch.setenv("CUMULUS_CATALOG", "env-wins")
+    assert load_settings(tmp_path).catalog == "env-wins"
+
+
+def test_bad_settings_say_where(tmp_path):
+    (tmp_path / "cumulus.toml").write_text('colour = "blue"\n')
+    with pytest.raises(ConfigError, match="unknown setting.*colour.*cumulus.toml"):
+        load_settings(tmp_path)
+    with pytest.raises(ConfigError, match="must be a JDBC uri"):
+        Settings(home=tmp_path, catalog_uri="sqlite:///x.db")
+
+
+def test_pyiceberg_uri_matches_spark_catalog(tmp_path):
+    s = Settings(home=tmp_path)
+    assert sqlalchemy_uri(s) == f"sqlite:///{tmp_path}/catalog.db?timeout=30"
+
+
+def test_spark_conf_wires_the_catalog(tmp_path, monkeypatch):
+    jar_dir = tmp_path / "jars"
+    jar_dir.mkdir()
+    for name in (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC):
+        (jar_dir / name).write_bytes(b"")
+    monkeypatch.setenv("CUMULUS_JARS_DIR", str(jar_dir))
+    s = Settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "2g"})
+    conf = spark_conf(s, app_name="t")
+    assert conf["spark.sql.defaultCatalog"] == "cumulus"
+    assert conf["spark.sql.catalog.cumulus.type"] == "jdbc"
+    assert conf["spark.sql.catalog.cumulus.jdbc.schema-version"] == "V1"
+    assert conf["spark.sql.catalog.cumulus.uri"] == s.catalog_uri
+    assert conf["spark.sql.catalog.cumulus.warehouse"] == str(tmp_path / "home" / "warehouse")
+    assert conf["spark.jars"].split(",") == [
+        str(jar_dir / n) for n in (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC)
+    ]
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.driver.memory"] == "2g"
+    assert (
+        f"-Dderby.system.home={tmp_path / 'home' / 'derby'}"
+        in conf["spark.driver.extraJavaOptions"]
+    )
+
+
+def test_missing_jars_ask_for_make_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUMULUS_JARS_DIR", str(tmp_path / "empty"))
+    with pytest.raises(ConfigError, match=r"iceberg-jackson-shaded\.jar.*make setup"):
+        spark_conf(Settings(home=tmp_path))
