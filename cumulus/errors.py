@@ -23,7 +23,7 @@ def mark(text: str, pos: Position | None, width: int = 1) -> str:
     """The line of `text` at `pos` with a caret marker under the offending span."""
     if pos is None or not text:
         return ""
-    lines = text.splitlines()
+    lines = text.splitlines() + [""]  # an error at the end of input marks the empty line after it
     if not 1 <= pos.line <= len(lines):
         return ""
     line = lines[pos.line - 1]

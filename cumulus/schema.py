@@ -17,6 +17,7 @@ from cumulus.errors import Position, SchemaError
 # Cumulus's scalar types. Numeric ones are ordered by promotion: int < decimal < float.
 INT, DECIMAL, FLOAT, STRING, DATE, BOOL = "int", "decimal", "float", "string", "date", "bool"
 NUMERIC = (INT, DECIMAL, FLOAT)
+NULL = "null"  # the type of the NULL constant: fits any other type
 
 _SQL_TYPES = {
     exp.DataType.Type.TINYINT: INT,

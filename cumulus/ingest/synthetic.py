@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cumulus.ingest.dbtoaster import NULL_TEXT
 from cumulus.m3.interpreter import Event
-from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, STRING, Column, Schema
+from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, Column, Schema
 
 _WORDS = ("red", "green", "blue", "MAIL", "SHIP", "AIR", "1-URGENT", "5-LOW")
 

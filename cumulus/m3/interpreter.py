@@ -151,6 +151,13 @@ class MapStore:
 # ---------------------------------------------------------------- interpreter
 
 
+@dataclass(frozen=True)
+class _Term:
+    sign: int
+    factors: tuple[Expr, ...]
+    loops: tuple[tuple[MapRef, tuple[int, ...]], ...]  # map factors with loop keys, bound positions
+
+
 class Interpreter:
     """Runs a checked program. `state[name]` is a MapStore; `process` applies one event."""
 
@@ -159,6 +166,7 @@ class Interpreter:
         self.state = {name: MapStore(info.arity) for name, info in checked.maps.items()}
         self.events_processed = 0
         self._arity = {r.name: r.arity for r in checked.schema.relations}
+        self._plans: dict[int, tuple[Statement, list[_Term]]] = {}
 
     # -- public
     def process(self, event: Event) -> None:
@@ -188,35 +196,55 @@ class Interpreter:
         return dict(self.state[name].entries)
 
     # -- evaluation
+    def _plan(self, trigger: Trigger, stmt: Statement) -> list[_Term]:
+        """How to evaluate a statement's terms, worked out once per statement."""
+        key = id(stmt)
+        plan = self._plans.get(key)
+        if plan is None:
+            params = set(trigger.params)
+            plan = []
+            for sign, factors in terms(stmt.expr):
+                loops = []
+                for f in factors:
+                    if isinstance(f, MapRef):
+                        free = [isinstance(a, Var) and a.name not in params for a in f.args]
+                        if any(free):
+                            bound = tuple(i for i, is_free in enumerate(free) if not is_free)
+                            loops.append((f, bound))
+                plan.append(_Term(sign, tuple(factors), tuple(loops)))
+            self._plans[key] = (stmt, plan)  # keep stmt alive so its id stays unique
+            return plan
+        return plan[1]
+
     def _statement(self, trigger: Trigger, stmt: Statement, env: dict) -> Iterator[tuple[str, tuple, object]]:
-        params = set(trigger.params)
-        for sign, factors in terms(stmt.expr):
-            loops = [
-                f for f in factors
-                if isinstance(f, MapRef) and any(isinstance(a, Var) and a.name not in params for a in f.args)
-            ]
+        for term in self._plan(trigger, stmt):
             choices = []
-            for ref in loops:
-                bound = tuple(i for i, a in enumerate(ref.args) if not (isinstance(a, Var) and a.name not in params))
+            for ref, bound in term.loops:
                 pattern = [None] * len(ref.args)
                 for i in bound:
                     pattern[i] = self.eval(ref.args[i], env)
                 if any(pattern[i] is None for i in bound):
                     choices = None  # a NULL join key matches nothing
                     break
-                choices.append([(ref, k, v) for k, v in self.state[ref.name].slice(tuple(pattern), bound)])
+                matches = list(self.state[ref.name].slice(tuple(pattern), bound))
+                if not matches:
+                    choices = None
+                    break
+                choices.append([(ref, k, v) for k, v in matches])
             if choices is None:
                 continue
             for combo in itertools.product(*choices):
-                local = dict(env)
+                local = env
                 fixed: dict[int, object] = {}
-                for ref, key, value in combo:
-                    for a, k in zip(ref.args, key, strict=True):
-                        if isinstance(a, Var) and a.name not in params:
-                            local[a.name] = k
-                    fixed[id(ref)] = value
-                value = sign
-                for f in factors:
+                if combo:
+                    local = dict(env)
+                    for ref, key, value in combo:
+                        for a, k in zip(ref.args, key, strict=True):
+                            if isinstance(a, Var) and a.name not in env:
+                                local[a.name] = k
+                        fixed[id(ref)] = value
+                value = term.sign
+                for f in term.factors:
                     v = fixed[id(f)] if id(f) in fixed else self.eval(f, local)
                     value = arith("*", value, v)
                     if value is None or value == 0:

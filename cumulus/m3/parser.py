@@ -48,7 +48,7 @@ from cumulus.m3.ast import (
     Trigger,
     Var,
 )
-from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, STRING
+from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, NULL, STRING
 
 KEYWORDS = {
     "ON", "DO", "IF", "THEN", "ELSE", "AND", "OR", "NOT", "IS", "NULL", "DECLARE", "MAP", "DATE",
@@ -262,6 +262,8 @@ class _Parser:
             except ValueError:
                 raise self.error(f"invalid date {lit.text}: expected 'yyyy-mm-dd'", lit) from None
             return Const(value, DATE, tok.pos)
+        if self.accept("keyword", "NULL"):
+            return Const(None, NULL, tok.pos)
         if self.accept("keyword", "IF"):
             cond = self.cond()
             self.expect("keyword", "THEN")

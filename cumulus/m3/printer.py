@@ -37,6 +37,8 @@ _PREC = {"+": 1, "-": 1, "*": 2}
 
 def format_const(c: Const) -> str:
     v = c.value
+    if v is None:
+        return "NULL"
     if c.type == STRING:
         return "'" + str(v).replace("'", "''") + "'"
     if c.type == DATE:

@@ -109,7 +109,7 @@ class _Checker:
     def type_of(self, e: Expr, env: dict[str, str | None]) -> str | None:
         """The type of an expression; None while a loop variable's type is unknown."""
         if isinstance(e, Const):
-            return e.type
+            return None if e.value is None else e.type
         if isinstance(e, Var):
             return env.get(e.name)
         if isinstance(e, MapRef):
@@ -137,9 +137,11 @@ class _Checker:
         if isinstance(e, If):
             self.check_cond(e.cond, env)
             tt, et = self.type_of(e.then, env), self.type_of(e.else_, env)
-            self.need_numeric(tt, e.then, "THEN")
-            self.need_numeric(et, e.else_, "ELSE")
-            return promote(tt, et) if tt and et else None
+            if tt and et and tt != et:
+                if tt in NUMERIC and et in NUMERIC:
+                    return promote(tt, et)
+                raise self.error(f"THEN is {tt.upper()} but ELSE is {et.upper()}; both must have one type", e.pos)
+            return tt or et
         raise self.error(f"a condition cannot stand where a number is expected: {type(e).__name__}", getattr(e, "pos", None))
 
     def need_numeric(self, t: str | None, e: Expr, where: str) -> None:
@@ -272,6 +274,7 @@ class _Checker:
                             if isinstance(a, Var) and env.get(a.name):
                                 changed |= self.set_key_type(ref, i, env[a.name], a.name)
                     vt = self.type_of(s.expr, env) or INT
+                    self.need_numeric(vt, s.expr, "'+=' (a map holds numbers)")
                     old = self.value_types.get(s.target.name)
                     new = vt if old is None else promote(old, vt)
                     if new != old:

@@ -1,0 +1,42 @@
+"""`cumulus compile VIEW.sql... --schema SCHEMA.sql`: print the M3 program of views."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cumulus.commands.m3 import describe, read_text
+from cumulus.schema import load_schema
+from cumulus.sql.views import Compilation, compile_views
+
+
+def view_name(path: str) -> str:
+    """A view's default name: its file's stem (`revenue.sql` -> `revenue`)."""
+    return Path(path).stem.lower().replace("-", "_") if path != "-" else "view"
+
+
+def compile_files(paths: list[str], schema_path: str) -> Compilation:
+    schema = load_schema(schema_path)
+    return compile_views(schema, [(view_name(p), read_text(p)) for p in paths])
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    compiled = compile_files(args.views, args.schema)
+    sys.stdout.write(compiled.text())
+    if args.check:
+        sys.stdout.write("\n" + "".join(f"-- {line}\n" for line in describe(compiled.checked, compiled.sharing()).splitlines()))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compile",
+        help="compile SQL aggregate views to an M3 trigger program",
+        description="Compile one or more SQL views (one SELECT per file; the view is named "
+        "after its file) into one M3 program; maps with equal definitions are shared.",
+    )
+    p.add_argument("views", nargs="+", help="view files (SQL)")
+    p.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
+    p.add_argument("--check", action="store_true", help="also print maps, depths, sharing and the dataflow")
+    p.set_defaults(func=cmd_compile)

@@ -1,0 +1,692 @@
+"""SQL front end: parse a view with sqlglot, refuse everything outside the supported
+fragment (naming the construct, its line and column), and bind the rest against the
+schema into a `BoundView`: relation atoms over join-class variables, atom-local
+filters, group variables, and one aggregate polynomial per SELECT item.
+
+Supported: SELECT group columns and SUM/COUNT/AVG/MIN/MAX, FROM a comma list or inner
+JOIN ... ON, WHERE a conjunction of equi-joins and single-relation filters (comparisons
+with constants, BETWEEN, IN, NOT IN, IS [NOT] NULL, AND/OR/NOT), GROUP BY columns or
+single-relation expressions (arithmetic, CASE, EXTRACT)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from cumulus.errors import Position, SQLBindError, UnsupportedSQLError
+from cumulus.m3.ast import (
+    And,
+    BinOp,
+    Call,
+    Cmp,
+    Cond,
+    Const,
+    Expr,
+    If,
+    IsNull,
+    Neg,
+    Not,
+    Or,
+    Var,
+    variables,
+)
+from cumulus.schema import DATE, DECIMAL, FLOAT, INT, NULL, STRING, Schema
+from cumulus.sql.calculus import Atom, Derived, Monomial, one
+
+AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
+_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
+
+
+@dataclass(frozen=True)
+class Output:
+    """One SELECT item. kind: group | sum | count | avg | min | max."""
+
+    name: str
+    kind: str
+    var: str | None = None  # group: the group variable; min/max: the value variable
+    value: tuple[Monomial, ...] = ()  # sum/avg: the summed polynomial; count: the counted one
+    nonnull: tuple[Monomial, ...] | None = None  # sum/avg: count of non-NULL values, when nullable
+
+
+@dataclass(frozen=True)
+class BoundView:
+    name: str
+    sql: str
+    atoms: tuple[Atom, ...]
+    aliases: tuple[str, ...]
+    derived: tuple[Derived, ...]
+    conds: tuple[tuple[int, Cond], ...]
+    group: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    nullable: frozenset[str]  # variables that may hold NULL
+    var_names: dict[str, str]  # variable -> alias.column, for comments
+
+
+class _Binder:
+    def __init__(self, sql: str, schema: Schema, name: str):
+        self.sql = sql
+        self.schema = schema
+        self.name = name
+        try:
+            self.tokens = sqlglot.tokenize(sql, read="duckdb")
+        except (TokenError, ValueError):
+            self.tokens = []
+
+    # -- errors with positions
+    def pos_of(self, node: exp.Expression | None, keyword: str | None = None) -> Position | None:
+        """Where a construct is: the keyword token nearest to the node's first identifier
+        (sqlglot keeps offsets on identifiers only), else that identifier."""
+        starts = [
+            n.meta["start"] for n in (node.walk() if node is not None else ()) if "start" in (getattr(n, "meta", None) or {})
+        ]
+        anchor = min(starts) if starts else None
+        if keyword:
+            hits = self.keyword_offsets(keyword)
+            if hits:
+                best = hits[0] if anchor is None else min(hits, key=lambda h: abs(h - anchor))
+                return self.position(best)
+        return self.position(anchor) if anchor is not None else None
+
+    def keyword_offsets(self, keyword: str) -> list[int]:
+        words = keyword.upper().split()
+        return [
+            self.tokens[i].start
+            for i in range(len(self.tokens))
+            if [t.text.upper() for t in self.tokens[i : i + len(words)]] == words
+        ]
+
+    def position(self, offset: int) -> Position:
+        line = self.sql.count("\n", 0, offset) + 1
+        col = offset - (self.sql.rfind("\n", 0, offset) + 1) + 1
+        return Position(line, col, self.name)
+
+    def refuse(self, what: str, node: exp.Expression | None = None, keyword: str | None = None) -> UnsupportedSQLError:
+        pos = self.pos_of(node, keyword)
+        width = len(keyword) if keyword else 1
+        return UnsupportedSQLError(what, pos, self.sql, width)
+
+    def bind_error(self, what: str, node: exp.Expression | None = None) -> SQLBindError:
+        return SQLBindError(what, self.pos_of(node), self.sql)
+
+    def keyword_pos(self, keyword: str, nth: int = 0) -> Position | None:
+        hits = self.keyword_offsets(keyword)
+        return self.position(hits[nth]) if len(hits) > nth else None
+
+    def refuse_kw(self, what: str, keyword: str, nth: int = 0) -> UnsupportedSQLError:
+        return UnsupportedSQLError(what, self.keyword_pos(keyword, nth), self.sql, len(keyword))
+
+    # -- top level
+    def bind(self) -> BoundView:
+        try:
+            statements = sqlglot.parse(self.sql, read="duckdb")
+        except (ParseError, TokenError) as exc:
+            errors = getattr(exc, "errors", None) or [{}]
+            err = errors[0]
+            pos = Position(err["line"], err["col"], self.name) if "line" in err else None
+            raise UnsupportedSQLError(f"cannot parse the view's SQL: {err.get('description', exc)}", pos, self.sql) from None
+        statements = [s for s in statements if s is not None]
+        if len(statements) != 1:
+            raise UnsupportedSQLError(f"a view is one SELECT statement; found {len(statements)} statements")
+        select = statements[0]
+        if isinstance(select, (exp.Union, exp.Intersect, exp.Except)):
+            word = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}[type(select)]
+            raise self.refuse_kw(f"{word} is not supported (a view is a single aggregate SELECT)", word)
+        if not isinstance(select, exp.Select):
+            raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
+        self.check_clauses(select)
+        self.bind_from(select)
+        conjuncts = self.conjuncts(select)
+        self.bind_joins(conjuncts)
+        self.bind_filters(conjuncts)
+        self.bind_group(select)
+        outputs = tuple(self.bind_select(select))
+        return BoundView(
+            self.name,
+            self.sql,
+            tuple(Atom(rel, tuple(self.var_of[(a, c.name)] for c in self.schema.relation(rel).columns)) for a, rel in self.from_),
+            tuple(a for a, _ in self.from_),
+            tuple(self.derived),
+            tuple(self.conds),
+            tuple(self.group),
+            outputs,
+            frozenset(self.nullable_vars()),
+            dict(self.var_label),
+        )
+
+    def check_clauses(self, select: exp.Select) -> None:
+        for node in select.walk():
+            if isinstance(node, exp.Subquery) or (isinstance(node, exp.Select) and node is not select):
+                raise self.refuse_kw("subqueries are not supported", "SELECT", 1)
+            if isinstance(node, exp.Window):
+                raise self.refuse("window functions (OVER) are not supported", node, "OVER")
+            if isinstance(node, exp.Exists):
+                raise self.refuse_kw("EXISTS subqueries are not supported", "EXISTS")
+        if select.args.get("with"):
+            raise self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
+        if select.args.get("distinct"):
+            raise self.refuse_kw("SELECT DISTINCT is not supported", "DISTINCT")
+        if select.args.get("having"):
+            raise self.refuse_kw("HAVING is not supported; filter the view's rows when reading it", "HAVING")
+        if select.args.get("order"):
+            raise self.refuse_kw("ORDER BY is not supported in a view; order when reading it", "ORDER BY")
+        if select.args.get("limit"):
+            raise self.refuse_kw("LIMIT is not supported in a view; limit when reading it", "LIMIT")
+        if select.args.get("offset"):
+            raise self.refuse_kw("OFFSET is not supported in a view", "OFFSET")
+        if select.args.get("qualify"):
+            raise self.refuse_kw("QUALIFY is not supported", "QUALIFY")
+        if not select.args.get("from"):
+            raise UnsupportedSQLError("a view needs a FROM clause naming its relations")
+
+    # -- FROM and joins
+    def bind_from(self, select: exp.Select) -> None:
+        self.from_: list[tuple[str, str]] = []  # (alias, relation)
+        self.on_conds: list[exp.Expression] = []
+        tables = [select.args["from"].this]
+        for j, join in enumerate(select.args.get("joins") or []):
+            side, kind = (join.side or "").upper(), (join.kind or "").upper()
+            if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
+                word = side or "OUTER"
+                raise self.refuse(f"{word} OUTER JOIN is not supported (only inner equi-joins)", join, word)
+            if kind in ("SEMI", "ANTI", "ASOF") or join.args.get("method"):
+                word = kind or join.args["method"].upper()
+                raise self.refuse(f"{word} JOIN is not supported (only inner equi-joins)", join, word)
+            if join.args.get("using"):
+                raise self.refuse("JOIN ... USING is not supported; write JOIN ... ON a.x = b.x", join, "USING")
+            if join.args.get("on"):
+                self.on_conds.append(join.args["on"])
+            tables.append(join.this)
+        for t in tables:
+            if not isinstance(t, exp.Table) or not t.name:
+                raise self.refuse("only relations of the schema may stand in FROM (no subqueries or functions)", t)
+            rel = t.name.lower()
+            if rel not in self.schema:
+                raise self.bind_error(f"unknown relation {t.name} (the schema declares: {', '.join(self.schema.names)})", t)
+            alias = (t.alias_or_name or rel).lower()
+            if any(a == alias for a, _ in self.from_):
+                raise self.bind_error(f"alias {alias} is used twice in FROM; give each relation its own alias", t)
+            self.from_.append((alias, rel))
+        # Every column starts as its own variable; equi-joins merge them (union-find).
+        self.parent: dict[tuple[str, str], tuple[str, str]] = {}
+        for alias, rel in self.from_:
+            for c in self.schema.relation(rel).columns:
+                self.parent[(alias, c.name)] = (alias, c.name)
+        self.derived: list[Derived] = []
+        self.conds: list[tuple[int, Cond]] = []
+
+    def conjuncts(self, select: exp.Select) -> list[exp.Expression]:
+        out: list[exp.Expression] = []
+
+        def split(e: exp.Expression) -> None:
+            while isinstance(e, exp.Paren):
+                e = e.this
+            if isinstance(e, exp.And):
+                split(e.this)
+                split(e.expression)
+            else:
+                out.append(e)
+
+        for c in self.on_conds:
+            split(c)
+        where = select.args.get("where")
+        if where is not None:
+            split(where.this)
+        return out
+
+    def column(self, col: exp.Column) -> tuple[str, str]:
+        """(alias, column) of a column reference; unqualified names must be unambiguous."""
+        name = col.name.lower()
+        qualifier = col.table.lower() if col.table else None
+        if qualifier:
+            for alias, rel in self.from_:
+                if alias == qualifier:
+                    if name not in self.schema.relation(rel).column_names:
+                        raise self.bind_error(f"relation {rel} (alias {alias}) has no column {name}", col)
+                    return alias, name
+            raise self.bind_error(f"unknown alias {qualifier} in {col.sql()}", col)
+        owners = [a for a, rel in self.from_ if name in self.schema.relation(rel).column_names]
+        if not owners:
+            raise self.bind_error(f"no relation in FROM has a column {name}", col)
+        if len(owners) > 1:
+            raise self.bind_error(f"column {name} is ambiguous (in {', '.join(owners)}); qualify it", col)
+        return owners[0], name
+
+    def find(self, key: tuple[str, str]) -> tuple[str, str]:
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def aliases_in(self, e: exp.Expression) -> set[str]:
+        return {self.column(c)[0] for c in e.find_all(exp.Column)}
+
+    def bind_joins(self, conjuncts: list[exp.Expression]) -> None:
+        """Merge variables of columns equated across relations; `expr = expr` over two
+        different relations becomes a shared derived variable."""
+        self.pending_derived_joins: list[tuple[exp.Expression, exp.Expression]] = []
+        self.join_conjuncts: set[int] = set()
+        for c in conjuncts:
+            if not isinstance(c, exp.EQ):
+                continue
+            left, right = c.this, c.expression
+            la, ra = self.aliases_in(left), self.aliases_in(right)
+            if len(la) == 1 and len(ra) == 1 and la != ra:
+                if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+                    a, b = self.find(self.column(left)), self.find(self.column(right))
+                    if a != b:
+                        self.parent[b] = a
+                else:
+                    self.pending_derived_joins.append((left, right))
+                self.join_conjuncts.add(id(c))
+        self.name_vars()
+        for left, right in self.pending_derived_joins:
+            var = self.fresh("j")
+            for side in (left, right):
+                self.define(side, var)
+
+    def name_vars(self) -> None:
+        """Readable variable names: the column name, or alias_column when it clashes."""
+        self.var_of: dict[tuple[str, str], str] = {}
+        self.var_label: dict[str, str] = {}
+        taken: set[str] = set()
+        roots: dict[tuple[str, str], str] = {}
+        for key in self.parent:
+            root = self.find(key)
+            if root not in roots:
+                alias, col = root
+                name = col if col not in taken else f"{alias}_{col}"
+                n = 2
+                while name in taken:
+                    name, n = f"{alias}_{col}_{n}", n + 1
+                taken.add(name)
+                roots[root] = name
+                self.var_label[name] = f"{alias}.{col}"
+            self.var_of[key] = roots[root]
+        self.taken = taken
+
+    def fresh(self, stem: str) -> str:
+        n = 1
+        while f"{stem}{n}" in self.taken:
+            n += 1
+        self.taken.add(f"{stem}{n}")
+        return f"{stem}{n}"
+
+    def atom_index(self, alias: str) -> int:
+        return [a for a, _ in self.from_].index(alias)
+
+    def define(self, e: exp.Expression, var: str | None = None) -> str:
+        """The variable standing for a single-relation scalar expression: the column's own
+        variable, or a derived one (reused when the same expression is defined twice)."""
+        if isinstance(e, exp.Paren):
+            return self.define(e.this, var)
+        if isinstance(e, exp.Column) and var is None:
+            return self.var_of[self.column(e)]
+        aliases = self.aliases_in(e)
+        if len(aliases) > 1:
+            raise self.refuse(
+                f"the expression {e.sql()} uses columns of several relations ({', '.join(sorted(aliases))}); "
+                "keys and joins may use one relation's columns only", e
+            )
+        expr = self.scalar(e)
+        atom = self.atom_index(next(iter(aliases))) if aliases else 0
+        for d in self.derived:
+            if d.atom == atom and d.expr == expr and var is None:
+                return d.var
+        var = var or self.fresh("x")
+        self.var_label.setdefault(var, e.sql())
+        self.derived.append(Derived(var, atom, expr))
+        return var
+
+    # -- filters
+    def bind_filters(self, conjuncts: list[exp.Expression]) -> None:
+        for c in conjuncts:
+            if id(c) in self.join_conjuncts:
+                continue
+            aliases = self.aliases_in(c)
+            if len(aliases) > 1:
+                if isinstance(c, _tuple(_CMP)) and not isinstance(c, exp.EQ):
+                    raise self.refuse(
+                        f"join on an inequality ({c.sql()}) is not supported; joins must be equalities", c
+                    )
+                raise self.refuse(
+                    f"the condition {c.sql()} relates several relations ({', '.join(sorted(aliases))}) but is not "
+                    "an equality of columns; only equi-joins can relate relations", c
+                )
+            atom = self.atom_index(next(iter(aliases))) if aliases else 0
+            self.conds.append((atom, self.condition(c)))
+
+    def condition(self, e: exp.Expression) -> Cond:
+        if isinstance(e, exp.Paren):
+            return self.condition(e.this)
+        if isinstance(e, exp.And):
+            return And(self.condition(e.this), self.condition(e.expression))
+        if isinstance(e, exp.Or):
+            return Or(self.condition(e.this), self.condition(e.expression))
+        if isinstance(e, exp.Not):
+            return Not(self.condition(e.this))
+        if isinstance(e, tuple(_CMP)):
+            if isinstance(e.expression, exp.Null) or isinstance(e.this, exp.Null):
+                raise self.refuse(f"comparison with NULL ({e.sql()}) is never true; use IS [NOT] NULL", e)
+            return Cmp(_CMP[type(e)], self.scalar(e.this), self.scalar(e.expression))
+        if isinstance(e, exp.Between):
+            x = self.scalar(e.this)
+            return And(Cmp(">=", x, self.scalar(e.args["low"])), Cmp("<=", x, self.scalar(e.args["high"])))
+        if isinstance(e, exp.In):
+            if e.args.get("query") or e.args.get("unnest") or not e.expressions:
+                raise self.refuse_kw("IN (subquery) is not supported", "SELECT", 1)
+            x = self.scalar(e.this)
+            items = [Cmp("=", x, self.constant(v)) for v in e.expressions]
+            out: Cond = items[0]
+            for item in items[1:]:
+                out = Or(out, item)
+            return out
+        if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
+            return IsNull(self.scalar(e.this))
+        if isinstance(e, exp.Like):
+            raise self.refuse(f"LIKE is not supported ({e.sql()})", e, "LIKE")
+        raise self.refuse(f"unsupported condition {e.sql()} ({e.key.upper()})", e)
+
+    def constant(self, e: exp.Expression) -> Const:
+        value = self.scalar(e)
+        if isinstance(value, Neg) and isinstance(value.operand, Const):
+            return Const(-value.operand.value, value.operand.type)  # type: ignore[operator]
+        if not isinstance(value, Const):
+            raise self.refuse(f"IN lists may hold constants only, got {e.sql()}", e)
+        return value
+
+    # -- scalar expressions
+    def scalar(self, e: exp.Expression) -> Expr:
+        if isinstance(e, exp.Paren):
+            return self.scalar(e.this)
+        if isinstance(e, exp.Column):
+            return Var(self.var_of[self.column(e)])
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return Const(e.this, STRING)
+            text = e.this
+            if re.fullmatch(r"\d+", text):
+                return Const(int(text), INT)
+            if "e" in text.lower():
+                return Const(float(text), FLOAT)
+            return Const(Decimal(text), DECIMAL)
+        if isinstance(e, exp.Null):
+            return Const(None, NULL)
+        if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.to.this == exp.DataType.Type.DATE:
+            try:
+                return Const(dt.date.fromisoformat(e.this.this), DATE)
+            except ValueError:
+                raise self.bind_error(f"invalid date {e.this.sql()}: expected 'yyyy-mm-dd'", e) from None
+        if isinstance(e, exp.Neg):
+            inner = self.scalar(e.this)
+            if isinstance(inner, Const) and inner.type in (INT, DECIMAL, FLOAT):
+                return Const(-inner.value, inner.type)  # type: ignore[operator]
+            return Neg(inner)
+        if isinstance(e, (exp.Add, exp.Sub, exp.Mul)):
+            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
+            return BinOp(op, self.scalar(e.this), self.scalar(e.expression))
+        if isinstance(e, (exp.Div, exp.IntDiv, exp.Mod)):
+            raise self.refuse(
+                f"division and modulo are not supported ({e.sql()}): results could not be kept exact", e
+            )
+        if isinstance(e, exp.Extract):
+            part = e.this.name.upper()
+            if part not in _EXTRACT:
+                raise self.refuse(f"EXTRACT({part} ...) is not supported (YEAR, MONTH, DAY are)", e)
+            return Call(_EXTRACT[part], (self.scalar(e.expression),))
+        if isinstance(e, (exp.Year, exp.Month, exp.Day)):
+            return Call(type(e).__name__.upper(), (self.scalar(e.this),))
+        if isinstance(e, exp.Case):
+            if e.this is not None:
+                raise self.refuse("CASE x WHEN ... is not supported; write CASE WHEN x = ... THEN", e, "CASE")
+            default = e.args.get("default")
+            out: Expr = self.scalar(default) if default is not None else Const(None, NULL)
+            for branch in reversed(e.args["ifs"]):
+                out = If(self.condition(branch.this), self.scalar(branch.args["true"]), out)
+            return out
+        if isinstance(e, AGGREGATES):
+            raise self.refuse(f"an aggregate cannot stand inside another expression here ({e.sql()})", e)
+        if isinstance(e, exp.Interval):
+            raise self.refuse(f"INTERVAL arithmetic is not supported ({e.sql()})", e, "INTERVAL")
+        raise self.refuse(f"unsupported expression {e.sql()} ({e.key.upper()})", e)
+
+    # -- GROUP BY and SELECT
+    def bind_group(self, select: exp.Select) -> None:
+        self.group: list[str] = []
+        self.group_exprs: list[tuple[exp.Expression, str]] = []
+        group = select.args.get("group")
+        aliases = {s.alias.lower(): s.this for s in select.expressions if isinstance(s, exp.Alias)}
+        for g in group.expressions if group else []:
+            if isinstance(g, exp.Literal) and not g.is_string:
+                idx = int(g.this)
+                if not 1 <= idx <= len(select.expressions):
+                    raise self.bind_error(f"GROUP BY {idx}: the SELECT list has {len(select.expressions)} items", g)
+                item = select.expressions[idx - 1]
+                g = item.this if isinstance(item, exp.Alias) else item
+            elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases and not self._is_column(g):
+                g = aliases[g.name.lower()]
+            if any(isinstance(n, AGGREGATES) for n in g.walk()):
+                raise self.refuse(f"GROUP BY cannot hold an aggregate ({g.sql()})", g)
+            var = self.define(g)
+            if var not in self.group:
+                self.group.append(var)
+            self.group_exprs.append((g, var))
+
+    def _is_column(self, col: exp.Column) -> bool:
+        return any(col.name.lower() in self.schema.relation(rel).column_names for _, rel in self.from_)
+
+    def bind_select(self, select: exp.Select):
+        names: set[str] = set()
+        for item in select.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Star):
+                raise self.refuse("SELECT * is not supported in an aggregate view", item, "*")
+            name = (item.alias if isinstance(item, exp.Alias) else self.default_name(node)).lower()
+            if name in names:
+                raise self.bind_error(f"two SELECT items are named {name}; give them distinct aliases", item)
+            names.add(name)
+            aggs = [n for n in node.walk() if isinstance(n, AGGREGATES)]
+            if not aggs:
+                var = self.group_var(node)
+                yield Output(name, "group", var=var)
+                continue
+            if node is not aggs[0]:
+                raise self.refuse(
+                    f"arithmetic over aggregates ({node.sql()}) is not supported; select the aggregates and "
+                    "combine them when reading", node
+                )
+            yield self.aggregate(name, node)
+
+    def default_name(self, node: exp.Expression) -> str:
+        if isinstance(node, exp.Column):
+            return node.name
+        return node.sql(dialect="duckdb").lower()
+
+    def group_var(self, node: exp.Expression) -> str:
+        for g, var in self.group_exprs:
+            if g == node or (isinstance(node, exp.Column) and isinstance(g, exp.Column) and self.column(g) == self.column(node)):
+                return var
+        if isinstance(node, exp.Column):
+            var = self.var_of[self.column(node)]
+            if var in self.group:  # joined column equal to a grouped one
+                return var
+        raise self.bind_error(
+            f"{node.sql()} is neither an aggregate nor in GROUP BY; add it to GROUP BY or aggregate it", node
+        )
+
+    def aggregate(self, name: str, node: exp.Expression) -> Output:
+        arg = node.this
+        if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
+            raise self.refuse(f"{node.key.upper()}(DISTINCT ...) is not supported", node, "DISTINCT")
+        if isinstance(node, exp.Count):
+            if isinstance(arg, exp.Star) or arg is None:
+                return Output(name, "count", value=(Monomial(one(), ()),))
+            return Output(name, "count", value=self.nonnull_factors(arg) or (Monomial(one(), ()),))
+        if arg is None or isinstance(arg, exp.Star):
+            raise self.refuse(f"{node.key.upper()}(*) is not supported", node)
+        if any(isinstance(n, AGGREGATES) for n in arg.walk()):
+            raise self.refuse(f"nested aggregates are not supported ({node.sql()})", node)
+        if isinstance(node, (exp.Min, exp.Max)):
+            return Output(name, node.key, var=self.define(arg))
+        value = self.polynomial(arg)
+        nonnull = self.nonnull_factors(arg)
+        return Output(name, "sum" if isinstance(node, exp.Sum) else "avg", value=value, nonnull=nonnull)
+
+    # -- polynomials: SUM's argument as a sum of products of one-relation factors
+    def owner(self, e: Expr) -> int | None:
+        """The atom that defines every variable of `e` (None for constants)."""
+        vs = variables(e)
+        if not vs:
+            return None
+        for i in range(len(self.from_)):
+            if vs <= self.defined_by(i):
+                return i
+        return -1
+
+    def defined_by(self, i: int) -> set[str]:
+        alias, rel = self.from_[i]
+        out = {self.var_of[(alias, c)] for c in self.schema.relation(rel).column_names}
+        out.update(d.var for d in self.derived if d.atom == i)
+        return out
+
+    def polynomial(self, e: exp.Expression) -> tuple[Monomial, ...]:
+        return tuple(self.expand(self.scalar(e), e))
+
+    def expand(self, x: Expr, node: exp.Expression) -> list[Monomial]:
+        owner = self.owner(x)
+        if owner is None:
+            return [Monomial(x, ())]
+        if owner >= 0:
+            return [Monomial(one(), ((owner, x),))]
+        if isinstance(x, Neg):
+            return [Monomial(_neg(m.coef), m.factors) for m in self.expand(x.operand, node)]
+        if isinstance(x, BinOp) and x.op in "+-":
+            left, right = self.expand(x.left, node), self.expand(x.right, node)
+            if x.op == "-":
+                right = [Monomial(_neg(m.coef), m.factors) for m in right]
+            # SQL: a + b is NULL when either is; each side's terms keep the other's guard.
+            return _product(left, self.nonnull(x.right)) + _product(right, self.nonnull(x.left))
+        if isinstance(x, BinOp) and x.op == "*":
+            return _product(self.expand(x.left, node), self.expand(x.right, node))
+        if isinstance(x, If):
+            # CASE WHEN c THEN a ELSE b over several relations, c over one relation:
+            # [c] * a + [not c] * b, where [c] is 1 exactly when c is true.
+            taken, other = self.indicators(x.cond, node)
+            return _product(taken, self.expand(x.then, node)) + _product(other, self.expand(x.else_, node))
+        raise self.refuse(
+            f"the expression {node.sql()} mixes columns of several relations inside "
+            f"{type(x).__name__.upper()}; only +, -, * and CASE may combine relations", node
+        )
+
+    def indicators(self, cond: Cond, node: exp.Expression) -> tuple[list[Monomial], list[Monomial]]:
+        owner = self.owner(cond)
+        if owner is not None and owner < 0:
+            raise self.refuse(
+                f"the CASE condition in {node.sql()} relates several relations; it may use one relation's columns", node
+            )
+        yes = If(cond, one(), Const(0, INT))
+        no = If(cond, Const(0, INT), one())
+        if owner is None:
+            return [Monomial(yes, ())], [Monomial(no, ())]
+        return [Monomial(one(), ((owner, yes),))], [Monomial(one(), ((owner, no),))]
+
+    def nonnull(self, x: Expr) -> list[Monomial]:
+        """A polynomial that is 1 for rows where `x` is not NULL and 0 where it is."""
+        owner = self.owner(x)
+        if owner is None:
+            return [Monomial(one(), ())] if not self.may_be_null(x) else [Monomial(Const(0, INT), ())]
+        if owner >= 0:
+            if not self.may_be_null(x):
+                return [Monomial(one(), ())]
+            return [Monomial(one(), ((owner, If(IsNull(x, negated=True), one(), Const(0, INT))),))]
+        if isinstance(x, If):
+            taken, other = self.indicators(x.cond, exp.Null())
+            return _product(taken, self.nonnull(x.then)) + _product(other, self.nonnull(x.else_))
+        out = [Monomial(one(), ())]
+        for child in x.children():
+            out = _product(out, self.nonnull(child))
+        return out
+
+    def nonnull_factors(self, e: exp.Expression) -> tuple[Monomial, ...] | None:
+        """COUNT(e)'s polynomial, or None when e is never NULL."""
+        poly = self.nonnull(self.scalar(e))
+        return None if poly == [Monomial(one(), ())] else tuple(poly)
+
+    def may_be_null(self, x: Expr) -> bool:
+        if isinstance(x, Const):
+            return x.value is None
+        if isinstance(x, Var):
+            return x.name in self.nullable_vars()
+        if isinstance(x, If):
+            return self.may_be_null(x.then) or self.may_be_null(x.else_)
+        return any(self.may_be_null(c) for c in x.children() if not isinstance(c, Cond))
+
+    def nullable_vars(self) -> set[str]:
+        """Variables that can be NULL in a joined row: columns declared nullable that join
+        nothing (a NULL join value never matches), and derived variables over them."""
+        counts: dict[str, int] = {}
+        for key in self.parent:
+            counts[self.var_of[key]] = counts.get(self.var_of[key], 0) + 1
+        out = set()
+        for alias, rel in self.from_:
+            for c in self.schema.relation(rel).columns:
+                var = self.var_of[(alias, c.name)]
+                if c.nullable and counts[var] == 1 and not any(d.var == var for d in self.derived):
+                    out.add(var)
+        for d in self.derived:
+            if self.may_be_null_raw(d.expr, out):
+                out.add(d.var)
+        return out
+
+    def may_be_null_raw(self, x: Expr, nullable: set[str]) -> bool:
+        if isinstance(x, Const):
+            return x.value is None
+        if isinstance(x, Var):
+            return x.name in nullable
+        if isinstance(x, If):
+            return self.may_be_null_raw(x.then, nullable) or self.may_be_null_raw(x.else_, nullable)
+        return any(self.may_be_null_raw(c, nullable) for c in x.children() if not isinstance(c, Cond))
+
+
+def _tuple(d: dict) -> tuple:
+    return tuple(d)
+
+
+def _neg(c: Expr) -> Expr:
+    if isinstance(c, Const) and c.type in (INT, DECIMAL, FLOAT):
+        return Const(-c.value, c.type)  # type: ignore[operator]
+    return Neg(c)
+
+
+def _product(a: list[Monomial], b: list[Monomial]) -> list[Monomial]:
+    return [_times(x, y) for x in a for y in b]
+
+
+def _times(a: Monomial, b: Monomial) -> Monomial:
+    """The product of two monomials; factors of the same atom are multiplied together."""
+    coef = _mul(a.coef, b.coef)
+    factors: dict[int, Expr] = {}
+    for i, f in a.factors + b.factors:
+        factors[i] = _mul(factors[i], f) if i in factors else f
+    return Monomial(coef, tuple(sorted(factors.items(), key=lambda kv: kv[0])))
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    if a == one():
+        return b
+    if b == one():
+        return a
+    if isinstance(a, Const) and isinstance(b, Const) and a.type == b.type == INT:
+        return Const(a.value * b.value, INT)  # type: ignore[operator]
+    return BinOp("*", a, b)
+
+
+def bind_view(sql: str, schema: Schema, name: str = "view") -> BoundView:
+    """Parse and bind one view; raises UnsupportedSQLError or SQLBindError."""
+    return _Binder(sql, schema, name).bind()

@@ -1,0 +1,187 @@
+"""Calculus -> M3: DBToaster-style recursive delta compilation.
+
+For a map defined by a query Q and an event +R(t) (or -R(t)), the delta of Q is the sum,
+over every non-empty set S of Q's R-atoms, of Q with the atoms in S bound to t (times
+the event's sign to the power |S|: the delta-join-delta terms of a self-join). Binding
+fixes some variables; the remaining atoms fall apart into connected components (atoms
+that still share an unbound variable), and each component is itself an aggregate
+query keyed by the bound variables it touches and the group variables it holds. Each
+component is materialized as a map (shared when an equal one exists) and compiled the
+same way, until a delta needs no map at all. Every statement is a product of event
+values, 0/1 filter indicators and map lookups, so it is restricted M3 by construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from cumulus.m3.ast import (
+    And,
+    Cmp,
+    Cond,
+    Const,
+    Expr,
+    If,
+    MapRef,
+    Statement,
+    Var,
+    product,
+)
+from cumulus.schema import INT, Schema
+from cumulus.sql.calculus import Monomial, Query, canonical, one, rename, restrict
+from cumulus.sql.sqltext import query_sql
+
+
+@dataclass(frozen=True)
+class MapDef:
+    """A materialized map: its name, its defining query (keys in the map's key order),
+    and the SQL it stands for (printed as a comment above its declaration)."""
+
+    name: str
+    query: Query
+    sql: str
+
+
+@dataclass
+class DeltaCompiler:
+    """Holds the maps compiled so far (by canonical definition, for sharing) and the
+    statements of every trigger. `materialize` adds a map and, recursively, every map
+    its deltas need."""
+
+    schema: Schema
+    maps: dict[str, MapDef] = field(default_factory=dict)
+    by_definition: dict[str, str] = field(default_factory=dict)
+    statements: dict[tuple[str, str], list[Statement]] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def params(self, relation: str) -> tuple[str, ...]:
+        return self.schema.relation(relation).column_names
+
+    def materialize(self, query: Query, name: str | None = None, stem: str = "m") -> tuple[str, tuple[str, ...]]:
+        """The map for `query` (an existing equal one, or a new one named `name` or
+        `<stem><n>`), and the query's key variables in the map's key order."""
+        text, keys = canonical(query)
+        existing = self.by_definition.get(text)
+        if existing is not None:
+            return existing, keys
+        if name is None:
+            n = self.counters.get(stem, 0) + 1
+            while f"{stem}{n}" in self.maps:
+                n += 1
+            self.counters[stem] = n
+            name = f"{stem}{n}"
+        if name in self.maps:
+            raise ValueError(f"map name {name} is already taken by another definition")
+        ordered = replace(query, keys=keys)
+        self.maps[name] = MapDef(name, ordered, query_sql(ordered, self.schema))
+        self.by_definition[text] = name
+        for relation in dict.fromkeys(ordered.relations):
+            for sign in ("+", "-"):
+                self.compile_delta(name, ordered, relation, sign, stem)
+        return name, keys
+
+    def compile_delta(self, name: str, q: Query, relation: str, sign: str, stem: str) -> None:
+        params = self.params(relation)
+        occurrences = [i for i, a in enumerate(q.atoms) if a.relation == relation]
+        out = self.statements.setdefault((sign, relation), [])
+        for size in range(1, len(occurrences) + 1):
+            for chosen in itertools.combinations(occurrences, size):
+                coef = -1 if sign == "-" and size % 2 else 1
+                out.extend(self.delta_statements(name, q, set(chosen), params, coef, stem))
+
+    def delta_statements(
+        self, name: str, q: Query, bound_atoms: set[int], params: tuple[str, ...], coef: int, stem: str
+    ) -> list[Statement]:
+        # Bind the chosen atoms' variables to the event's values; a variable bound twice
+        # becomes an equality test on the event.
+        binding: dict[str, Expr] = {}
+        tests: list[Cond] = []
+
+        def bind(var: str, value: Expr) -> None:
+            if var in binding:
+                if binding[var] != value:
+                    tests.append(_eq(binding[var], value))
+            else:
+                binding[var] = value
+
+        for i in sorted(bound_atoms):
+            for param, var in zip(params, q.atoms[i].vars, strict=True):
+                bind(var, Var(param))
+        for d in q.derived:
+            if d.atom in bound_atoms:
+                bind(d.var, rename(d.expr, binding))
+        tests.extend(rename(c, binding) for i, c in q.conds if i in bound_atoms)  # type: ignore[misc]
+
+        rest = [i for i in range(len(q.atoms)) if i not in bound_atoms]
+        components = _components(q, rest, set(binding))
+        loop = _loop_names(q, params, binding)
+        statements = []
+        for mono in q.value:
+            factors: list[Expr] = []
+            if tests:
+                factors.append(If(_conjunction(tests), one(), Const(0, INT)))
+            if coef != 1:
+                factors.append(Const(coef, INT))
+            if mono.coef != one():
+                factors.append(mono.coef)
+            factors.extend(rename(f, binding) for i, f in mono.factors if i in bound_atoms)
+            for comp in components:
+                comp_vars = set().union(*(q.atom_vars(i) for i in comp))
+                bound_keys = [v for v in _ordered_vars(q, comp) if v in binding]
+                free_keys = [k for k in q.keys if k in comp_vars and k not in binding]
+                value = (Monomial(one(), tuple((i, f) for i, f in mono.factors if i in comp)),)
+                sub = restrict(q, comp, tuple(bound_keys + free_keys), value)
+                sub_name, order = self.materialize(sub, stem=stem)
+                args = tuple(binding[k] if k in binding else Var(loop[k]) for k in order)
+                factors.append(MapRef(sub_name, args))
+            target = MapRef(name, tuple(binding[k] if k in binding else Var(loop[k]) for k in q.keys))
+            statements.append(Statement(target, product(factors)))
+        return statements
+
+
+def _eq(a: Expr, b: Expr) -> Cond:
+    return Cmp("=", a, b)
+
+
+def _conjunction(conds: list[Cond]) -> Cond:
+    out = conds[0]
+    for c in conds[1:]:
+        out = And(out, c)
+    return out
+
+
+def _ordered_vars(q: Query, atoms: list[int]) -> list[str]:
+    """Variables of some atoms in order of appearance (columns, then derived)."""
+    out: list[str] = []
+    for i in atoms:
+        out.extend(q.atoms[i].vars)
+    out.extend(d.var for d in q.derived if d.atom in atoms)
+    return list(dict.fromkeys(out))
+
+
+def _components(q: Query, atoms: list[int], bound: set[str]) -> list[list[int]]:
+    """Atoms grouped by connectivity through unbound variables."""
+    comps: list[list[int]] = []
+    for i in atoms:
+        mine = q.atom_vars(i) - bound
+        touching = [c for c in comps if any(mine & (q.atom_vars(j) - bound) for j in c)]
+        merged = [i] + [j for c in touching for j in c]
+        comps = [c for c in comps if c not in touching] + [sorted(merged)]
+    return sorted(comps)
+
+
+def _loop_names(q: Query, params: tuple[str, ...], binding: dict[str, Expr]) -> dict[str, str]:
+    """Names for the unbound key variables that do not clash with the trigger's."""
+    taken = set(params)
+    out = {}
+    for k in q.keys:
+        if k in binding:
+            continue
+        name = k
+        while name in taken:
+            name = f"{name}_"
+        taken.add(name)
+        out[k] = name
+    return out
+

@@ -1,0 +1,243 @@
+"""Views: compile SQL views into one M3 program (sharing maps), and present a view's
+rows from its maps exactly as its SQL would (the view semantics).
+
+Each view keeps a group-count map (COUNT(*) by the group variables): a group exists
+exactly while its count is above zero, whatever its sums hold. SUM and AVG keep a sum
+map (and a count of non-NULL values when the summed expression can be NULL), COUNT(col)
+a count map, MIN/MAX a count map keyed by the group and the value (READ_MIN/READ_MAX
+over it stays right under deletes). A view without GROUP BY has exactly one row."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Context, Decimal
+
+from cumulus.m3.ast import MapDecl, Program, Trigger
+from cumulus.m3.printer import format_program
+from cumulus.m3.validate import CheckedProgram, validate
+from cumulus.schema import Schema
+from cumulus.sql.calculus import Monomial, Query, one
+from cumulus.sql.frontend import BoundView, bind_view
+from cumulus.sql.to_m3 import DeltaCompiler, MapDef
+
+
+@dataclass(frozen=True)
+class MapUse:
+    """A map read by a view, and which view variable each of its keys holds."""
+
+    map: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    name: str
+    kind: str  # group | sum | count | avg | min | max
+    group_index: int | None = None  # group: position in the view's group variables
+    values: MapUse | None = None  # sum/avg: sums; count: counts; min/max: value counts
+    nonnull: MapUse | None = None  # sum/avg: count of non-NULL summands
+    value_var: str | None = None  # min/max: the variable whose extreme is wanted
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    name: str
+    sql: str
+    group: tuple[str, ...]
+    count: MapUse
+    columns: tuple[ViewColumn, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def maps(self) -> tuple[str, ...]:
+        uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
+        return tuple(dict.fromkeys(u.map for u in uses))
+
+
+@dataclass(frozen=True)
+class Compilation:
+    schema: Schema
+    checked: CheckedProgram
+    maps: dict[str, MapDef]
+    views: dict[str, ViewPlan]
+
+    @property
+    def program(self) -> Program:
+        return self.checked.program
+
+    def text(self) -> str:
+        """The program as M3 text, each map declared under a comment with its SQL."""
+        docs = {}
+        for name, d in self.maps.items():
+            users = [v.name for v in self.views.values() if name in v.maps]
+            docs[name] = d.sql + (f"\nused by view(s): {', '.join(users)}" if users else "")
+        return format_program(self.program, docs)
+
+    def sharing(self) -> dict[str, list[str]]:
+        """For each map, the views whose results depend on it (directly or through deltas)."""
+        from cumulus.m3.dataflow import dataflow
+
+        flow = dataflow(self.program)
+        out: dict[str, list[str]] = {}
+        for view in self.views.values():
+            todo, seen = list(view.maps), set()
+            while todo:
+                m = todo.pop()
+                if m in seen:
+                    continue
+                seen.add(m)
+                todo.extend(flow.reads(m))
+            for m in seen:
+                out.setdefault(m, []).append(view.name)
+        return out
+
+
+def _ident(text: str) -> str:
+    out = re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_")
+    return out if out and not out[0].isdigit() else f"c_{out}"
+
+
+class _ViewBuilder:
+    def __init__(self, compiler: DeltaCompiler, bound: BoundView):
+        self.c = compiler
+        self.v = bound
+        self.stem = f"{_ident(bound.name)}_m"
+
+    def query(self, keys: tuple[str, ...], value: tuple[Monomial, ...]) -> Query:
+        v = self.v
+        names = tuple(v.var_names.items())
+        return Query(v.atoms, v.derived, v.conds, keys, value, names)
+
+    def use(self, keys: tuple[str, ...], value: tuple[Monomial, ...], hint: str) -> MapUse:
+        name = f"{_ident(self.v.name)}_{hint}"
+        if name in self.c.maps:
+            name = None  # an equal definition may exist under it; otherwise a numbered one
+        q = self.query(keys, value)
+        got, order = self.c.materialize(q, name=name, stem=self.stem)
+        return MapUse(got, order)
+
+    def build(self) -> ViewPlan:
+        v = self.v
+        count = self.use(v.group, (Monomial(one(), ()),), "count")
+        columns = []
+        for out in v.outputs:
+            hint = _ident(out.name)
+            if out.kind == "group":
+                columns.append(ViewColumn(out.name, "group", group_index=v.group.index(out.var)))
+            elif out.kind == "count":
+                columns.append(ViewColumn(out.name, "count", values=self.use(v.group, out.value, hint)))
+            elif out.kind in ("sum", "avg"):
+                values = self.use(v.group, out.value, hint)
+                nonnull = self.use(v.group, out.nonnull, f"{hint}_nonnull") if out.nonnull else None
+                columns.append(ViewColumn(out.name, out.kind, values=values, nonnull=nonnull))
+            else:  # min / max
+                if out.var in v.group:
+                    columns.append(ViewColumn(out.name, out.kind, group_index=v.group.index(out.var)))
+                else:
+                    values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
+                    columns.append(ViewColumn(out.name, out.kind, values=values, value_var=out.var))
+        return ViewPlan(v.name, v.sql, v.group, count, tuple(columns))
+
+
+def compile_views(schema: Schema, views: list[tuple[str, str]]) -> Compilation:
+    """Compile views (name, SQL) together, in order; equal maps are shared. Names are
+    deterministic for the same views in the same order."""
+    compiler = DeltaCompiler(schema)
+    plans: dict[str, ViewPlan] = {}
+    for name, sql in views:
+        if name in plans:
+            raise ValueError(f"view {name} is given twice")
+        plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name)).build()
+    return Compilation(schema, _program(compiler), dict(compiler.maps), plans)
+
+
+def _program(compiler: DeltaCompiler) -> CheckedProgram:
+    schema = compiler.schema
+    triggers = []
+    for rel in schema.relations:
+        for sign in ("+", "-"):
+            stmts = compiler.statements.get((sign, rel.name))
+            if stmts:
+                triggers.append(Trigger(sign, rel.name, rel.column_names, tuple(stmts)))
+    bare = Program((), tuple(triggers))
+    inferred = validate(bare, schema)
+    decls = tuple(
+        MapDecl(name, tuple(zip(d.query.keys, inferred.maps[name].key_types, strict=True)), inferred.maps[name].type)
+        for name, d in compiler.maps.items()
+    )
+    return validate(Program(decls, bare.triggers), schema)
+
+
+# ---------------------------------------------------------------- view semantics
+
+_DIV = Context(prec=34)
+
+
+def _divide(total, count):
+    if isinstance(total, float):
+        return total / count
+    return _DIV.divide(Decimal(total), Decimal(count))
+
+
+def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]]) -> list[tuple]:
+    """The view's rows (columns in SELECT order) from its maps' entries; `read_map(name)`
+    returns a map's entries as {key tuple: value}."""
+    cache: dict[str, Mapping[tuple, object]] = {}
+
+    def entries(name: str) -> Mapping[tuple, object]:
+        if name not in cache:
+            cache[name] = read_map(name)
+        return cache[name]
+
+    def lookup(use: MapUse, group: dict[str, object]):
+        return entries(use.map).get(tuple(group[k] for k in use.keys), 0)
+
+    counts = entries(plan.count.map)
+    groups: list[dict[str, object]] = []
+    for key, n in counts.items():
+        if n and n > 0:
+            groups.append(dict(zip(plan.count.keys, key, strict=True)))
+    if not plan.group and not groups:
+        groups = [{}]  # an aggregate without GROUP BY has one row, even over nothing
+
+    extremes: dict[tuple[str, str], dict[tuple, list]] = {}
+    for col in plan.columns:
+        if col.kind in ("min", "max") and col.values is not None:
+            per_group: dict[tuple, list] = {}
+            for key, n in entries(col.values.map).items():
+                row = dict(zip(col.values.keys, key, strict=True))
+                value = row[col.value_var]
+                if n and n > 0 and value is not None:
+                    per_group.setdefault(tuple(row[g] for g in plan.group), []).append(value)
+            extremes[(col.name, col.kind)] = per_group
+
+    rows = []
+    for g in groups:
+        row = []
+        group_count = lookup(plan.count, g)
+        for col in plan.columns:
+            if col.kind == "group":
+                row.append(g[plan.group[col.group_index]])
+            elif col.kind in ("min", "max") and col.values is None:
+                row.append(g[plan.group[col.group_index]])
+            elif col.kind in ("min", "max"):
+                values = extremes[(col.name, col.kind)].get(tuple(g[k] for k in plan.group), [])
+                row.append((min if col.kind == "min" else max)(values) if values else None)
+            elif col.kind == "count":
+                row.append(lookup(col.values, g))
+            else:
+                n = lookup(col.nonnull, g) if col.nonnull else group_count
+                total = lookup(col.values, g)
+                if not n:
+                    row.append(None)
+                elif col.kind == "sum":
+                    row.append(total)
+                else:
+                    row.append(_divide(total, n))
+        rows.append(tuple(row))
+    return rows
