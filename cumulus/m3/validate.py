@@ -195,7 +195,7 @@ class _Checker:
                     s.target.pos,
                 )
         loop_target = [v for v in target_vars if v not in params]
-        for sign, factors in terms(s.expr):
+        for _sign, factors in terms(s.expr):
             term_loop_vars: dict[str, int] = {}
             for f in factors:
                 for sub in f.walk():

@@ -190,7 +190,7 @@ class _Binder:
         self.from_: list[tuple[str, str]] = []  # (alias, relation)
         self.on_conds: list[exp.Expression] = []
         tables = [select.args["from"].this]
-        for j, join in enumerate(select.args.get("joins") or []):
+        for join in select.args.get("joins") or []:
             side, kind = (join.side or "").upper(), (join.kind or "").upper()
             if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
                 word = side or "OUTER"
