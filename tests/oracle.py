@@ -3,39 +3,44 @@ a point of the stream. Nothing here shares code with the compiler or the interpr
 
 from __future__ import annotations
 
-import datetime as dt
-from decimal import Decimal
-
 import duckdb
+import pyarrow as pa
 
 from cumulus.schema import Schema
 
+_ARROW = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "string": pa.string(),
+    "date": pa.date32(),
+    "bool": pa.bool_(),
+}
+
+
+def _arrow_type(col) -> pa.DataType:
+    if col.type == "decimal":
+        return pa.decimal128(col.precision or 38, col.scale if col.scale is not None else 10)
+    return _ARROW[col.type]
+
+
+class DuckOracle:
+    """One DuckDB database holding a snapshot of every relation (loaded in bulk)."""
+
+    def __init__(self, schema: Schema, rows: dict[str, list[tuple]]):
+        self.con = duckdb.connect()
+        for rel in schema.relations:
+            data = rows.get(rel.name, [])
+            arrays = [
+                pa.array([r[i] for r in data], type=_arrow_type(c)) for i, c in enumerate(rel.columns)
+            ]
+            table = pa.Table.from_arrays(arrays, names=list(rel.column_names))  # noqa: F841
+            self.con.register(f"_{rel.name}_arrow", table)
+            self.con.execute(f"CREATE TABLE {rel.name} AS SELECT * FROM _{rel.name}_arrow")
+            self.con.unregister(f"_{rel.name}_arrow")
+
+    def query(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
 
 def duckdb_result(schema: Schema, rows: dict[str, list[tuple]], sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    for rel in schema.relations:
-        cols = ", ".join(f"{c.name} {c.sql_type.replace('STRING', 'VARCHAR')}" for c in rel.columns)
-        con.execute(f"CREATE TABLE {rel.name} ({cols})")
-        data = rows.get(rel.name, [])
-        if data:
-            marks = ", ".join("?" for _ in rel.columns)
-            con.executemany(f"INSERT INTO {rel.name} VALUES ({marks})", [list(r) for r in data])
-    return con.execute(sql).fetchall()
-
-
-def normalize(value):
-    """A value in a form that compares across engines: numbers as Decimal rounded to 9
-    places when inexact (AVG, floats), exact otherwise."""
-    if isinstance(value, bool) or value is None or isinstance(value, (str, dt.date)):
-        return value
-    if isinstance(value, float):
-        return round(Decimal(repr(value)), 6)
-    if isinstance(value, Decimal):
-        return value.normalize() if value == value.quantize(Decimal("1e-9")) else round(value, 6)
-    if isinstance(value, int):
-        return Decimal(value).normalize()
-    return value
-
-
-def as_bag(rows) -> list[tuple]:
-    return sorted((tuple(normalize(v) for v in r) for r in rows), key=repr)
+    return DuckOracle(schema, rows).query(sql)

@@ -86,7 +86,8 @@ class _Binder:
         starts = [
             n.meta["start"] for n in (node.walk() if node is not None else ()) if "start" in (getattr(n, "meta", None) or {})
         ]
-        anchor = min(starts) if starts else None
+        span = self.span(node) if node is not None else None
+        anchor = span[0] if span else (min(starts) if starts else None)
         if keyword:
             hits = self.keyword_offsets(keyword)
             if hits:
@@ -95,12 +96,54 @@ class _Binder:
         return self.position(anchor) if anchor is not None else None
 
     def keyword_offsets(self, keyword: str) -> list[int]:
+        """Offsets of a keyword (one token, or several such as ORDER BY)."""
         words = keyword.upper().split()
-        return [
-            self.tokens[i].start
-            for i in range(len(self.tokens))
-            if [t.text.upper() for t in self.tokens[i : i + len(words)]] == words
-        ]
+        hits = []
+        for i, tok in enumerate(self.tokens):
+            if " ".join(tok.text.upper().split()) == " ".join(words):
+                hits.append(tok.start)
+            elif [t.text.upper() for t in self.tokens[i : i + len(words)]] == words:
+                hits.append(tok.start)
+        return hits
+
+    def span(self, node: exp.Expression) -> tuple[int, int] | None:
+        """The offsets of a node's original text (sqlglot keeps offsets on identifiers
+        only): operators span their operands; calls, CASE and NOT are widened left over
+        their opening words and parentheses and right over the closing parentheses."""
+        if isinstance(node, exp.Binary):
+            left, right = self.span(node.left), self.span(node.right)
+            if left and right:
+                return left[0], right[1]
+            return left or right
+        spans = [(n.meta["start"], n.meta["end"]) for n in node.walk() if "start" in (getattr(n, "meta", None) or {})]
+        if not spans or not self.tokens:
+            return None
+        start, end = min(s for s, _ in spans), max(e for _, e in spans)
+        if isinstance(node, (exp.Column, exp.Identifier, exp.Table)):
+            return start, end
+        idx = next(i for i, t in enumerate(self.tokens) if t.start >= start)
+        opened = 0
+        while idx > 0:
+            word = self.tokens[idx - 1].text.upper()
+            if word == "(":
+                opened += 1
+            elif word in ("CASE", "WHEN", "NOT", "-", "DISTINCT", "FROM", "YEAR", "MONTH", "DAY"):
+                pass
+            elif self.tokens[idx].text == "(" and word.replace("_", "").isalnum():
+                idx -= 1  # the function's name
+                break
+            else:
+                break
+            idx -= 1
+        j = next((i for i, t in enumerate(self.tokens) if t.start > end), len(self.tokens))
+        while j < len(self.tokens) and (opened or self.tokens[j].text.upper() == "END") and self.tokens[j].text in (")", "END", "end"):
+            opened -= self.tokens[j].text == ")"
+            end, j = self.tokens[j].end, j + 1
+        return self.tokens[idx].start, end
+
+    def text_of(self, node: exp.Expression) -> str:
+        """A node as SQL text, for messages."""
+        return node.sql(dialect="duckdb")
 
     def position(self, offset: int) -> Position:
         line = self.sql.count("\n", 0, offset) + 1
@@ -161,6 +204,8 @@ class _Binder:
         )
 
     def check_clauses(self, select: exp.Select) -> None:
+        if select.args.get("with"):
+            raise self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
         for node in select.walk():
             if isinstance(node, exp.Subquery) or (isinstance(node, exp.Select) and node is not select):
                 raise self.refuse_kw("subqueries are not supported", "SELECT", 1)
@@ -168,8 +213,6 @@ class _Binder:
                 raise self.refuse("window functions (OVER) are not supported", node, "OVER")
             if isinstance(node, exp.Exists):
                 raise self.refuse_kw("EXISTS subqueries are not supported", "EXISTS")
-        if select.args.get("with"):
-            raise self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
         if select.args.get("distinct"):
             raise self.refuse_kw("SELECT DISTINCT is not supported", "DISTINCT")
         if select.args.get("having"):
@@ -250,7 +293,7 @@ class _Binder:
                     if name not in self.schema.relation(rel).column_names:
                         raise self.bind_error(f"relation {rel} (alias {alias}) has no column {name}", col)
                     return alias, name
-            raise self.bind_error(f"unknown alias {qualifier} in {col.sql()}", col)
+            raise self.bind_error(f"unknown alias {qualifier} in {self.text_of(col)}", col)
         owners = [a for a, rel in self.from_ if name in self.schema.relation(rel).column_names]
         if not owners:
             raise self.bind_error(f"no relation in FROM has a column {name}", col)
@@ -331,7 +374,7 @@ class _Binder:
         aliases = self.aliases_in(e)
         if len(aliases) > 1:
             raise self.refuse(
-                f"the expression {e.sql()} uses columns of several relations ({', '.join(sorted(aliases))}); "
+                f"the expression {self.text_of(e)} uses columns of several relations ({', '.join(sorted(aliases))}); "
                 "keys and joins may use one relation's columns only", e
             )
         expr = self.scalar(e)
@@ -340,7 +383,7 @@ class _Binder:
             if d.atom == atom and d.expr == expr and var is None:
                 return d.var
         var = var or self.fresh("x")
-        self.var_label.setdefault(var, e.sql())
+        self.var_label.setdefault(var, self.text_of(e))
         self.derived.append(Derived(var, atom, expr))
         return var
 
@@ -353,10 +396,10 @@ class _Binder:
             if len(aliases) > 1:
                 if isinstance(c, _tuple(_CMP)) and not isinstance(c, exp.EQ):
                     raise self.refuse(
-                        f"join on an inequality ({c.sql()}) is not supported; joins must be equalities", c
+                        f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
                     )
                 raise self.refuse(
-                    f"the condition {c.sql()} relates several relations ({', '.join(sorted(aliases))}) but is not "
+                    f"the condition {self.text_of(c)} relates several relations ({', '.join(sorted(aliases))}) but is not "
                     "an equality of columns; only equi-joins can relate relations", c
                 )
             atom = self.atom_index(next(iter(aliases))) if aliases else 0
@@ -373,7 +416,7 @@ class _Binder:
             return Not(self.condition(e.this))
         if isinstance(e, tuple(_CMP)):
             if isinstance(e.expression, exp.Null) or isinstance(e.this, exp.Null):
-                raise self.refuse(f"comparison with NULL ({e.sql()}) is never true; use IS [NOT] NULL", e)
+                raise self.refuse(f"comparison with NULL ({self.text_of(e)}) is never true; use IS [NOT] NULL", e)
             return Cmp(_CMP[type(e)], self.scalar(e.this), self.scalar(e.expression))
         if isinstance(e, exp.Between):
             x = self.scalar(e.this)
@@ -390,15 +433,15 @@ class _Binder:
         if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
             return IsNull(self.scalar(e.this))
         if isinstance(e, exp.Like):
-            raise self.refuse(f"LIKE is not supported ({e.sql()})", e, "LIKE")
-        raise self.refuse(f"unsupported condition {e.sql()} ({e.key.upper()})", e)
+            raise self.refuse(f"LIKE is not supported ({self.text_of(e)})", e, "LIKE")
+        raise self.refuse(f"unsupported condition {self.text_of(e)} ({e.key.upper()})", e)
 
     def constant(self, e: exp.Expression) -> Const:
         value = self.scalar(e)
         if isinstance(value, Neg) and isinstance(value.operand, Const):
             return Const(-value.operand.value, value.operand.type)  # type: ignore[operator]
         if not isinstance(value, Const):
-            raise self.refuse(f"IN lists may hold constants only, got {e.sql()}", e)
+            raise self.refuse(f"IN lists may hold constants only, got {self.text_of(e)}", e)
         return value
 
     # -- scalar expressions
@@ -422,7 +465,7 @@ class _Binder:
             try:
                 return Const(dt.date.fromisoformat(e.this.this), DATE)
             except ValueError:
-                raise self.bind_error(f"invalid date {e.this.sql()}: expected 'yyyy-mm-dd'", e) from None
+                raise self.bind_error(f"invalid date {self.text_of(e.this)}: expected 'yyyy-mm-dd'", e) from None
         if isinstance(e, exp.Neg):
             inner = self.scalar(e.this)
             if isinstance(inner, Const) and inner.type in (INT, DECIMAL, FLOAT):
@@ -433,7 +476,7 @@ class _Binder:
             return BinOp(op, self.scalar(e.this), self.scalar(e.expression))
         if isinstance(e, (exp.Div, exp.IntDiv, exp.Mod)):
             raise self.refuse(
-                f"division and modulo are not supported ({e.sql()}): results could not be kept exact", e
+                f"division and modulo are not supported ({self.text_of(e)}): results could not be kept exact", e
             )
         if isinstance(e, exp.Extract):
             part = e.this.name.upper()
@@ -451,10 +494,10 @@ class _Binder:
                 out = If(self.condition(branch.this), self.scalar(branch.args["true"]), out)
             return out
         if isinstance(e, AGGREGATES):
-            raise self.refuse(f"an aggregate cannot stand inside another expression here ({e.sql()})", e)
+            raise self.refuse(f"an aggregate cannot stand inside another expression here ({self.text_of(e)})", e)
         if isinstance(e, exp.Interval):
-            raise self.refuse(f"INTERVAL arithmetic is not supported ({e.sql()})", e, "INTERVAL")
-        raise self.refuse(f"unsupported expression {e.sql()} ({e.key.upper()})", e)
+            raise self.refuse(f"INTERVAL arithmetic is not supported ({self.text_of(e)})", e, "INTERVAL")
+        raise self.refuse(f"unsupported expression {self.text_of(e)} ({e.key.upper()})", e)
 
     # -- GROUP BY and SELECT
     def bind_group(self, select: exp.Select) -> None:
@@ -472,7 +515,7 @@ class _Binder:
             elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases and not self._is_column(g):
                 g = aliases[g.name.lower()]
             if any(isinstance(n, AGGREGATES) for n in g.walk()):
-                raise self.refuse(f"GROUP BY cannot hold an aggregate ({g.sql()})", g)
+                raise self.refuse(f"GROUP BY cannot hold an aggregate ({self.text_of(g)})", g)
             var = self.define(g)
             if var not in self.group:
                 self.group.append(var)
@@ -498,7 +541,7 @@ class _Binder:
                 continue
             if node is not aggs[0]:
                 raise self.refuse(
-                    f"arithmetic over aggregates ({node.sql()}) is not supported; select the aggregates and "
+                    f"arithmetic over aggregates ({self.text_of(node)}) is not supported; select the aggregates and "
                     "combine them when reading", node
                 )
             yield self.aggregate(name, node)
@@ -517,7 +560,7 @@ class _Binder:
             if var in self.group:  # joined column equal to a grouped one
                 return var
         raise self.bind_error(
-            f"{node.sql()} is neither an aggregate nor in GROUP BY; add it to GROUP BY or aggregate it", node
+            f"{self.text_of(node)} is neither an aggregate nor in GROUP BY; add it to GROUP BY or aggregate it", node
         )
 
     def aggregate(self, name: str, node: exp.Expression) -> Output:
@@ -531,7 +574,7 @@ class _Binder:
         if arg is None or isinstance(arg, exp.Star):
             raise self.refuse(f"{node.key.upper()}(*) is not supported", node)
         if any(isinstance(n, AGGREGATES) for n in arg.walk()):
-            raise self.refuse(f"nested aggregates are not supported ({node.sql()})", node)
+            raise self.refuse(f"nested aggregates are not supported ({self.text_of(node)})", node)
         if isinstance(node, (exp.Min, exp.Max)):
             return Output(name, node.key, var=self.define(arg))
         value = self.polynomial(arg)
@@ -580,7 +623,7 @@ class _Binder:
             taken, other = self.indicators(x.cond, node)
             return _product(taken, self.expand(x.then, node)) + _product(other, self.expand(x.else_, node))
         raise self.refuse(
-            f"the expression {node.sql()} mixes columns of several relations inside "
+            f"the expression {self.text_of(node)} mixes columns of several relations inside "
             f"{type(x).__name__.upper()}; only +, -, * and CASE may combine relations", node
         )
 
@@ -588,7 +631,7 @@ class _Binder:
         owner = self.owner(cond)
         if owner is not None and owner < 0:
             raise self.refuse(
-                f"the CASE condition in {node.sql()} relates several relations; it may use one relation's columns", node
+                f"the CASE condition in {self.text_of(node)} relates several relations; it may use one relation's columns", node
             )
         yes = If(cond, one(), Const(0, INT))
         no = If(cond, Const(0, INT), one())

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from decimal import Context, Decimal
+from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from cumulus.m3.ast import MapDecl, Program, Trigger
 from cumulus.m3.printer import format_program
@@ -39,6 +39,7 @@ class ViewColumn:
     values: MapUse | None = None  # sum/avg: sums; count: counts; min/max: value counts
     nonnull: MapUse | None = None  # sum/avg: count of non-NULL summands
     value_var: str | None = None  # min/max: the variable whose extreme is wanted
+    type: str = "int"  # sum: the sum map's value type (a missing entry is a zero of it)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,18 @@ def compile_views(schema: Schema, views: list[tuple[str, str]]) -> Compilation:
         if name in plans:
             raise ValueError(f"view {name} is given twice")
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name)).build()
-    return Compilation(schema, _program(compiler), dict(compiler.maps), plans)
+    checked = _program(compiler)
+    typed = {
+        name: replace(
+            plan,
+            columns=tuple(
+                replace(c, type=checked.maps[c.values.map].type) if c.kind in ("sum", "avg") else c
+                for c in plan.columns
+            ),
+        )
+        for name, plan in plans.items()
+    }
+    return Compilation(schema, checked, dict(compiler.maps), typed)
 
 
 def _program(compiler: DeltaCompiler) -> CheckedProgram:
@@ -175,13 +187,12 @@ def _program(compiler: DeltaCompiler) -> CheckedProgram:
 
 # ---------------------------------------------------------------- view semantics
 
-_DIV = Context(prec=34)
+_ZERO = {"int": 0, "decimal": Decimal(0), "float": 0.0}
 
 
-def _divide(total, count):
-    if isinstance(total, float):
-        return total / count
-    return _DIV.divide(Decimal(total), Decimal(count))
+def _average(total, count) -> float:
+    """AVG as a double, as DuckDB and most engines give it; its sum and count stay exact."""
+    return float(total) / count
 
 
 def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]]) -> list[tuple]:
@@ -232,12 +243,12 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
                 row.append(lookup(col.values, g))
             else:
                 n = lookup(col.nonnull, g) if col.nonnull else group_count
-                total = lookup(col.values, g)
+                total = entries(col.values.map).get(tuple(g[k] for k in col.values.keys), _ZERO[col.type])
                 if not n:
                     row.append(None)
                 elif col.kind == "sum":
                     row.append(total)
                 else:
-                    row.append(_divide(total, n))
+                    row.append(_average(total, n))
         rows.append(tuple(row))
     return rows
