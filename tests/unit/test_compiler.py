@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from cumulus.errors import SQLBindError, UnsupportedSQLError
-from cumulus.m3.ast import MapRef, Var, factors, terms
+from cumulus.ingest.synthetic import generate_events
+from cumulus.m3.ast import MapRef, terms
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.interpreter import Event, Interpreter
 from cumulus.m3.parser import parse_program
 from cumulus.m3.printer import format_expr
 from cumulus.m3.validate import validate
-from cumulus.ingest.synthetic import generate_events
 from cumulus.schema import load_schema, parse_schema
 from cumulus.sql.views import compile_views, view_rows
 
