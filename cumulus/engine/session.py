@@ -33,6 +33,14 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         f"{cat}.type": "jdbc",
         f"{cat}.uri": settings.catalog_uri,
         f"{cat}.jdbc.schema-version": "V1",
+        # Iceberg's JdbcCatalog.initialize leaks a ResultSet on a pooled connection; on
+        # SQLite (WAL) that pins a read snapshot for the session's life, so it never sees
+        # other processes' commits and its own later commits fail (SQLITE_BUSY_SNAPSHOT).
+        # The catalog tables are created by a throwaway catalog instead (ensure_catalog_tables).
+        f"{cat}.jdbc.init-catalog-tables": "false",
+        # Other processes commit to the same catalog: load table metadata on every query
+        # instead of serving a cached (stale) version.
+        f"{cat}.cache-enabled": "false",
         f"{cat}.warehouse": str(settings.warehouse),
         "spark.sql.defaultCatalog": settings.catalog,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -70,6 +78,9 @@ def spark_session(
     if settings.is_local:
         # Bind the local driver to loopback (and skip Spark's hostname warning).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # PySpark starts Python workers with $PYSPARK_PYTHON (default `python3` on PATH), not
+    # with spark.pyspark.python, when the driver is a plain Python process.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings.home.mkdir(parents=True, exist_ok=True)
     settings.warehouse.mkdir(parents=True, exist_ok=True)
 
@@ -80,4 +91,25 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    ensure_catalog_tables(spark, conf, settings.catalog)
     return spark
+
+
+def ensure_catalog_tables(spark: SparkSession, conf: Mapping[str, str], catalog: str) -> None:
+    """Create the JDBC catalog's own tables (idempotent) with a throwaway Iceberg
+    JdbcCatalog that is closed at once, so the connection it leaks dies with it."""
+    prefix = f"spark.sql.catalog.{catalog}."
+    jvm = spark.sparkContext._jvm
+    props = jvm.java.util.HashMap()
+    for key, value in conf.items():
+        if key.startswith(prefix) and key[len(prefix):] not in ("cache-enabled",):
+            props.put(key[len(prefix):], value)
+    props.put("jdbc.init-catalog-tables", "true")
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    cls = jvm.java.lang.Class.forName("org.apache.iceberg.jdbc.JdbcCatalog", True, loader)
+    init_catalog = cls.getDeclaredConstructor(None).newInstance(None)
+    init_catalog.setConf(spark.sparkContext._jsc.hadoopConfiguration())
+    try:
+        init_catalog.initialize(f"{catalog}-init", props)
+    finally:
+        init_catalog.close()
