@@ -19,6 +19,10 @@ from cumulus.errors import ConfigError
 
 CONFIG_FILE = "cumulus.toml"
 
+# Tables of cumulus.toml read by other modules, not Settings fields: [sources.NAME]
+# (cumulus/ingest/sources.py) and [ingest] (cumulus/ingest/config.py).
+SECTIONS = ("sources", "ingest")
+
 # Setting name -> environment variable that overrides it.
 ENV_VARS = {
     "catalog": "CUMULUS_CATALOG",
@@ -111,13 +115,20 @@ def with_overrides(settings: Settings, **changes: Any) -> Settings:
     return replace(settings, **changes)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """The whole cumulus.toml as a dict ({} when the file does not exist)."""
     if not path.is_file():
         return {}
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    data = read_toml(path)
+    for section in SECTIONS:
+        data.pop(section, None)
     spark = data.pop("spark", None)
     if spark is not None:
         if not isinstance(spark, dict):

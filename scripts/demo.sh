@@ -25,7 +25,7 @@ $CUMULUS compile $VIEWS/order_priority_mix.sql $VIEWS/orders_by_year.sql $VIEWS/
 step "4/4 Replaying $(wc -l < $STREAM/lineitem.csv) lineitem events (and the other relations) through the interpreter"
 for view in q01_pricing_summary revenue_by_nation_part order_priority_mix; do
   echo "-- view $view"
-  $CUMULUS interpret --schema "$SCHEMA" --view $VIEWS/$view.sql --events "$STREAM" --format table | head -12
+  $CUMULUS interpret --schema "$SCHEMA" --view $VIEWS/$view.sql --events "$STREAM" --format dbtoaster --output table | head -12
 done
 echo
 echo "Done. Next: 'make test' runs every test tier; docs/ describes the stack."

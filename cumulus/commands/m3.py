@@ -38,12 +38,17 @@ def describe(checked: CheckedProgram, shared: dict[str, list[str]] | None = None
         keys = ", ".join(f"{k}: {t}" for k, t in zip(info.key_names, info.key_types, strict=True))
         depth = flow.depth[name]
         line = f"  {name.ljust(width)}  [{keys}] -> {info.type}   depth {'cycle' if depth is None else depth}"
-        if shared and len(shared.get(name, [])) > 1:
-            line += f"   shared by views: {', '.join(shared[name])}"
+        if shared is not None:
+            users = shared.get(name, [])
+            line += f"   {'shared by' if len(users) > 1 else 'used by'} {', '.join(users)}"
         lines.append(line)
     lines.append("dataflow (event: target <- maps read):")
+    edges: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for e in flow.edges:
-        lines.append(f"  {e.event.upper():<14} {e.target} <- {', '.join(e.sources) or '(event values)'}")
+        edges.setdefault((e.event[1:], e.target, e.sources), []).append(e.event[0])
+    for (relation, target, sources), signs in edges.items():
+        event = "".join(dict.fromkeys(signs)) + relation.upper()
+        lines.append(f"  {event:<14} {target} <- {', '.join(sources) or '(event values)'}")
     if flow.cycles:
         lines.append("cycles: " + "; ".join(" -> ".join(c) for c in flow.cycles))
     if checked.derived:
@@ -52,9 +57,18 @@ def describe(checked: CheckedProgram, shared: dict[str, list[str]] | None = None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    checked = load_program(args.program, args.schema)
-    sys.stdout.write(f"{args.program}: ok ({len(checked.program.triggers)} triggers, {len(checked.maps)} maps)\n")
-    sys.stdout.write(describe(checked))
+    if all(p.endswith(".sql") for p in args.program):
+        from cumulus.commands.compile import compile_files
+
+        compiled = compile_files(args.program, args.schema)
+        checked, sharing = compiled.checked, compiled.sharing()
+        what = f"{len(args.program)} view(s) compiled"
+    elif len(args.program) == 1:
+        checked, sharing, what = load_program(args.program[0], args.schema), None, args.program[0]
+    else:
+        raise CumulusError("give one M3 program, or one or more SQL view files (*.sql)")
+    sys.stdout.write(f"{what}: ok ({len(checked.program.triggers)} triggers, {len(checked.maps)} maps)\n")
+    sys.stdout.write(describe(checked, sharing))
     return 0
 
 
@@ -78,7 +92,11 @@ def register(subparsers) -> None:
     check = sub.add_parser(
         "check", help="validate a program against a schema; print maps, depths and the dataflow"
     )
-    check.add_argument("program", help="M3 program file ('-' for standard input)")
+    check.add_argument(
+        "program", nargs="+",
+        help="an M3 program file ('-' for standard input), or SQL view files compiled together "
+        "(then the report shows which views share each map)",
+    )
     check.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
     check.set_defaults(func=cmd_check)
     fmt = sub.add_parser("fmt", help="pretty-print a program in the canonical style")

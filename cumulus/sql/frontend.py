@@ -355,6 +355,9 @@ class _Binder:
         self.taken = taken
 
     def fresh(self, stem: str) -> str:
+        if stem not in ("x", "j") and stem not in self.taken:
+            self.taken.add(stem)
+            return stem
         n = 1
         while f"{stem}{n}" in self.taken:
             n += 1
@@ -364,7 +367,7 @@ class _Binder:
     def atom_index(self, alias: str) -> int:
         return [a for a, _ in self.from_].index(alias)
 
-    def define(self, e: exp.Expression, var: str | None = None) -> str:
+    def define(self, e: exp.Expression, var: str | None = None, hint: str | None = None) -> str:
         """The variable standing for a single-relation scalar expression: the column's own
         variable, or a derived one (reused when the same expression is defined twice)."""
         if isinstance(e, exp.Paren):
@@ -382,7 +385,7 @@ class _Binder:
         for d in self.derived:
             if d.atom == atom and d.expr == expr and var is None:
                 return d.var
-        var = var or self.fresh("x")
+        var = var or self.fresh(hint or "x")
         self.var_label.setdefault(var, self.text_of(e))
         self.derived.append(Derived(var, atom, expr))
         return var
@@ -516,7 +519,10 @@ class _Binder:
                 g = aliases[g.name.lower()]
             if any(isinstance(n, AGGREGATES) for n in g.walk()):
                 raise self.refuse(f"GROUP BY cannot hold an aggregate ({self.text_of(g)})", g)
-            var = self.define(g)
+            hint = next(
+                (_ident_stem(s.alias) for s in select.expressions if isinstance(s, exp.Alias) and s.this == g), None
+            )
+            var = self.define(g, hint=hint)
             if var not in self.group:
                 self.group.append(var)
             self.group_exprs.append((g, var))
@@ -695,6 +701,11 @@ class _Binder:
         if isinstance(x, If):
             return self.may_be_null_raw(x.then, nullable) or self.may_be_null_raw(x.else_, nullable)
         return any(self.may_be_null_raw(c, nullable) for c in x.children() if not isinstance(c, Cond))
+
+
+def _ident_stem(alias: str) -> str:
+    """A variable stem from a SELECT alias: letters, digits and underscores."""
+    return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
 
 
 def _tuple(d: dict) -> tuple:

@@ -43,6 +43,20 @@ class MapDef:
     sql: str
 
 
+@dataclass(frozen=True)
+class BatchStatement:
+    """A delta statement as the Spark engine evaluates it over a batch of events of one
+    relation (signed by each event's op). `copies` is how many atoms of the relation it
+    binds: 1 for the ordinary trigger statements (the trigger's variables as columns);
+    k > 1 for the delta-join-delta terms of a self-join, which join k copies of the
+    batch, copy j's columns named `<column>__<j>`, on the column pairs in `joins`."""
+
+    relation: str
+    copies: int
+    statement: Statement
+    joins: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass
 class DeltaCompiler:
     """Holds the maps compiled so far (by canonical definition, for sharing) and the
@@ -54,6 +68,7 @@ class DeltaCompiler:
     by_definition: dict[str, str] = field(default_factory=dict)
     statements: dict[tuple[str, str], list[Statement]] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    batch: dict[str, list[BatchStatement]] = field(default_factory=dict)
 
     def params(self, relation: str) -> tuple[str, ...]:
         return self.schema.relation(relation).column_names
@@ -85,29 +100,48 @@ class DeltaCompiler:
         params = self.params(relation)
         occurrences = [i for i, a in enumerate(q.atoms) if a.relation == relation]
         out = self.statements.setdefault((sign, relation), [])
+        batch = self.batch.setdefault(relation, [])
         for size in range(1, len(occurrences) + 1):
             for chosen in itertools.combinations(occurrences, size):
                 coef = -1 if sign == "-" and size % 2 else 1
-                out.extend(self.delta_statements(name, q, set(chosen), params, coef, stem))
+                stmts, _ = self.delta_statements(name, q, chosen, params, coef, stem, copies=False)
+                out.extend(stmts)
+                if sign == "+":  # the batch form is signed by the events' ops instead
+                    if size == 1:
+                        batch.extend(BatchStatement(relation, 1, st) for st in stmts)
+                    else:
+                        stmts, joins = self.delta_statements(name, q, chosen, params, 1, stem, copies=True)
+                        batch.extend(BatchStatement(relation, size, st, joins) for st in stmts)
 
     def delta_statements(
-        self, name: str, q: Query, bound_atoms: set[int], params: tuple[str, ...], coef: int, stem: str
-    ) -> list[Statement]:
-        # Bind the chosen atoms' variables to the event's values; a variable bound twice
-        # becomes an equality test on the event.
+        self, name: str, q: Query, chosen: tuple[int, ...], params: tuple[str, ...], coef: int, stem: str,
+        copies: bool,
+    ) -> tuple[list[Statement], tuple[tuple[str, str], ...]]:
+        """The statements for the delta of `q` with the atoms `chosen` bound to events.
+        One event binds them all (a trigger), or, with `copies`, atom j of `chosen` binds
+        to copy j of the batch and variables shared between copies become join columns."""
         binding: dict[str, Expr] = {}
         tests: list[Cond] = []
+        joins: list[tuple[str, str]] = []
 
         def bind(var: str, value: Expr) -> None:
-            if var in binding:
-                if binding[var] != value:
-                    tests.append(_eq(binding[var], value))
-            else:
+            if var not in binding:
                 binding[var] = value
+            elif binding[var] != value:
+                old = binding[var]
+                if copies and isinstance(old, Var) and isinstance(value, Var) and old.name.split("__")[1] != value.name.split("__")[1]:
+                    joins.append((old.name, value.name))
+                else:
+                    tests.append(_eq(old, value))  # a variable bound twice: an equality test
 
-        for i in sorted(bound_atoms):
-            for param, var in zip(params, q.atoms[i].vars, strict=True):
+        names = params
+        for j, i in enumerate(chosen):
+            cols = tuple(f"{p}__{j}" for p in params) if copies else params
+            if copies:
+                names = names + cols
+            for param, var in zip(cols, q.atoms[i].vars, strict=True):
                 bind(var, Var(param))
+        bound_atoms = set(chosen)
         for d in q.derived:
             if d.atom in bound_atoms:
                 bind(d.var, rename(d.expr, binding))
@@ -115,7 +149,7 @@ class DeltaCompiler:
 
         rest = [i for i in range(len(q.atoms)) if i not in bound_atoms]
         components = _components(q, rest, set(binding))
-        loop = _loop_names(q, params, binding)
+        loop = _loop_names(q, names, binding)
         statements = []
         for mono in q.value:
             factors: list[Expr] = []
@@ -137,7 +171,7 @@ class DeltaCompiler:
                 factors.append(MapRef(sub_name, args))
             target = MapRef(name, tuple(binding[k] if k in binding else Var(loop[k]) for k in q.keys))
             statements.append(Statement(target, product(factors)))
-        return statements
+        return statements, tuple(joins)
 
 
 def _eq(a: Expr, b: Expr) -> Cond:

@@ -20,7 +20,7 @@ from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
 from cumulus.sql.frontend import BoundView, bind_view
-from cumulus.sql.to_m3 import DeltaCompiler, MapDef
+from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class Compilation:
     checked: CheckedProgram
     maps: dict[str, MapDef]
     views: dict[str, ViewPlan]
+    batch: dict[str, list[BatchStatement]]  # per relation: how the engine applies a batch
 
     @property
     def program(self) -> Program:
@@ -165,7 +166,7 @@ def compile_views(schema: Schema, views: list[tuple[str, str]]) -> Compilation:
         )
         for name, plan in plans.items()
     }
-    return Compilation(schema, checked, dict(compiler.maps), typed)
+    return Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
 
 
 def _program(compiler: DeltaCompiler) -> CheckedProgram:

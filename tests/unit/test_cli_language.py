@@ -31,7 +31,7 @@ def test_m3_check_prints_maps_depths_and_dataflow(capsys) -> None:
     code, out, _ = run(capsys, "m3", "check", EX21, "--schema", PAPER_SCHEMA)
     assert code == 0
     assert "q   [part: int, nation: int] -> decimal   depth 2" in out
-    assert "+ORDERS" in out and "q <- m4, m5" in out
+    assert "+-ORDERS       q <- m4, m5" in out
     assert "derived triggers" in out
 
 
@@ -70,7 +70,7 @@ def test_interpret_program_prints_each_map_and_one_map(capsys, tmp_path) -> None
     schema = load_schema(PAPER_SCHEMA)
     events = generate_events(schema, 300, seed=5)
     folder = write_dbtoaster(events, tmp_path / "stream", schema)
-    code, out, _ = run(capsys, "interpret", "--schema", PAPER_SCHEMA, "--program", EX21, "--events", str(folder), "--map", "q")
+    code, out, _ = run(capsys, "interpret", "--schema", PAPER_SCHEMA, "--program", EX21, "--events", str(folder), "--format", "dbtoaster", "--map", "q")
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["part", "nation", "value"]
@@ -86,7 +86,7 @@ def test_interpret_program_prints_each_map_and_one_map(capsys, tmp_path) -> None
 def test_interpret_view_prints_csv_in_select_order_with_iso_dates(capsys) -> None:
     stream = SHARED / "data" / "dbtoaster" / "tpch" / "standard_del"
     view = FIXTURES / "views" / "tpch" / "customer_order_extremes.sql"
-    code, out, _ = run(capsys, "interpret", "--schema", TPCH_SCHEMA, "--view", str(view), "--events", str(stream))
+    code, out, _ = run(capsys, "interpret", "--schema", TPCH_SCHEMA, "--view", str(view), "--events", str(stream), "--format", "dbtoaster")
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["o_custkey", "smallest", "largest", "first_order", "last_order"]
@@ -95,3 +95,15 @@ def test_interpret_view_prints_csv_in_select_order_with_iso_dates(capsys) -> Non
     want = DuckOracle(schema, alive).query(view.read_text())
     as_text = sorted([str(r[0]), f"{r[1]:.2f}", f"{r[2]:.2f}", r[3].isoformat(), r[4].isoformat()] for r in want)
     assert sorted(rows[1:]) == as_text
+
+
+def test_m3_check_of_views_shows_which_views_share_each_map(capsys) -> None:
+    views = FIXTURES / "views" / "tpch"
+    code, out, _ = run(
+        capsys, "m3", "check", str(views / "customers_per_nation.sql"), str(views / "same_nation_customers.sql"),
+        str(views / "q10_returned_items.sql"), "--schema", TPCH_SCHEMA,
+    )
+    assert code == 0 and "3 view(s) compiled: ok" in out
+    shared = [line for line in out.splitlines() if "shared by" in line]
+    assert shared, out
+    assert all("," in line.split("shared by")[1] for line in shared)
