@@ -16,6 +16,11 @@ COMMAND_MODULES = [
     "cumulus.commands.compile",
     "cumulus.commands.interpret",
     "cumulus.commands.sql",
+    "cumulus.commands.init",
+    "cumulus.commands.source",
+    "cumulus.commands.ingest",
+    "cumulus.commands.epoch",
+    "cumulus.commands.quarantine",
 ]
 
 
@@ -44,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise
     try:
         return int(args.func(args) or 0)
     except CumulusError as exc:

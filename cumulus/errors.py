@@ -74,3 +74,17 @@ class EventFormatError(CumulusError):
 
 class ConfigError(CumulusError):
     """The Cumulus home or its configuration is missing or inconsistent."""
+
+
+class StoreError(CumulusError):
+    """The Iceberg tables of a home are missing or inconsistent: not initialized, another
+    schema, a lock not obtained in time, a ledger transition that is not allowed."""
+
+
+class IngestError(CumulusError):
+    """Ingestion refused or failed a batch: no open epoch, unreadable input, or a source
+    whose error rate passed its threshold. Says which source, epoch and file."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report

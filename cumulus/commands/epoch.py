@@ -1,0 +1,42 @@
+"""`cumulus epoch status`: the open epoch and the ledger (read with PyIceberg, no JVM)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cumulus.config import settings_from_args
+from cumulus.output import FORMATS, render
+
+COLUMNS = ["epoch", "state", "opened_at", "sealed_at", "closed_at", "published_at",
+           "events", "rejected", "files", "batches", "validation"]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.files import epoch_counts
+    from cumulus.store.ledger import OPEN, current_epoch, ledger_rows
+
+    settings = settings_from_args(args)
+    catalog = pyiceberg_catalog(settings)
+    rows = ledger_rows(catalog, settings)
+    current = current_epoch(catalog, settings)
+    table = []
+    for row in rows:
+        values = {name: getattr(row, name) for name in COLUMNS}
+        if row.state == OPEN:  # live counts of the open epoch, from the manifest
+            values.update({k: v for k, v in epoch_counts(catalog, settings, row.epoch).items() if k in values})
+        table.append(tuple(values[c] for c in COLUMNS))
+    if args.format == "table":
+        sys.stdout.write(f"current epoch: {current}\n")
+    sys.stdout.write(render(COLUMNS, table, args.format))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("epoch", help="epochs: the ledger")
+    sub = p.add_subparsers(dest="epoch_command", metavar="SUBCOMMAND")
+    sub.required = True
+    st = sub.add_parser("status", help="the open epoch and every ledger row")
+    st.add_argument("--format", choices=FORMATS, default="table")
+    st.set_defaults(func=cmd_status)

@@ -1,0 +1,198 @@
+"""The ledger: one row per epoch in `cumulus.ledger`, and the only place the current epoch
+lives. Init opens epoch 1; ingestion appends to the open epoch; the engine moves an
+epoch through its states and writing the ledger row is its atomic publish point.
+
+    open ──> applied ──> closed ──> published
+      └──────────────────>  └────> failed-validation ──> closed | published
+
+`open`: takes input (exactly one epoch is open at a time). `applied`: sealed, takes no
+more input, every batch applied. `closed`: consolidated, folded into base.*, tagged.
+`published` / `failed-validation`: the outcome of validation.
+
+Leaving `open` opens the next epoch in the same commit, so there is never a moment
+without an open epoch, and input that arrives while epoch N closes goes to N+1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings
+from cumulus.errors import StoreError
+from cumulus.store.commit import commit_properties
+from cumulus.store.lock import catalog_lock
+from cumulus.store.rows import Reader, read_rows
+from cumulus.store.tables import LEDGER_COLUMNS, ddl_type, ledger_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("cumulus.ledger")
+
+OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = (
+    "open",
+    "applied",
+    "closed",
+    "published",
+    "failed-validation",
+)
+STATES = (OPEN, APPLIED, CLOSED, PUBLISHED, FAILED)
+NEXT_STATES: Mapping[str, tuple[str, ...]] = {
+    OPEN: (APPLIED, CLOSED),
+    APPLIED: (CLOSED,),
+    CLOSED: (PUBLISHED, FAILED),
+    FAILED: (CLOSED, PUBLISHED),
+    PUBLISHED: (),
+}
+JSON_FIELDS = ("snapshots", "metrics", "late_files")
+FIELDS = tuple(name for name, _ in LEDGER_COLUMNS)
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    epoch: int
+    state: str
+    opened_at: dt.datetime | None = None
+    sealed_at: dt.datetime | None = None
+    closed_at: dt.datetime | None = None
+    published_at: dt.datetime | None = None
+    updated_at: dt.datetime | None = None
+    events: int | None = None
+    rejected: int | None = None
+    files: int | None = None
+    batches: int | None = None
+    snapshots: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+    validation: str | None = None
+    validation_detail: str | None = None
+    late_files: Any = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LedgerRow:
+        values = {name: row.get(name) for name in FIELDS}
+        for name in JSON_FIELDS:
+            text = values[name]
+            values[name] = json.loads(text) if text else ({} if name != "late_files" else None)
+        return cls(**values)
+
+    def as_row(self) -> tuple:
+        values = []
+        for name in FIELDS:
+            value = getattr(self, name)
+            if name in JSON_FIELDS:
+                value = json.dumps(value, sort_keys=True, default=str) if value else None
+            values.append(value)
+        return tuple(values)
+
+
+def ledger_rows(reader: Reader, settings: Settings) -> list[LedgerRow]:
+    """Every epoch's row, oldest first. `reader`: a SparkSession or PyIceberg catalog."""
+    rows = [LedgerRow.from_row(r) for r in read_rows(reader, ledger_table(settings))]
+    return sorted(rows, key=lambda r: r.epoch)
+
+
+def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | None:
+    rows = read_rows(reader, ledger_table(settings), {"epoch": epoch})
+    return LedgerRow.from_row(rows[0]) if rows else None
+
+
+def current_epoch(reader: Reader, settings: Settings) -> int:
+    """The open epoch (the one ingestion appends to). Raises StoreError if none is open:
+    the home is not initialized."""
+    open_epochs = [r.epoch for r in ledger_rows(reader, settings) if r.state == OPEN]
+    if not open_epochs:
+        raise StoreError(
+            f"no open epoch in {ledger_table(settings)}: initialize the home first "
+            f"(cumulus --home {settings.home} init --schema SCHEMA.sql)"
+        )
+    if len(open_epochs) > 1:
+        raise StoreError(f"several open epochs in the ledger ({open_epochs}); fix the ledger")
+    return open_epochs[0]
+
+
+def open_first_epoch(spark: SparkSession, settings: Settings) -> LedgerRow:
+    """Open epoch 1 if the ledger is empty (init); otherwise leave it as it is."""
+    with catalog_lock(settings, "open epoch 1"):
+        rows = ledger_rows(spark, settings)
+        if rows:
+            return rows[-1]
+        now = _now()
+        row = LedgerRow(epoch=1, state=OPEN, opened_at=now, updated_at=now)
+        _upsert(spark, settings, [row], {"cumulus.ledger-epoch": 1, "cumulus.ledger-state": OPEN})
+        log.info("epoch 1 opened")
+        return row
+
+
+def transition(
+    spark: SparkSession, settings: Settings, epoch: int, state: str, **fields: Any
+) -> LedgerRow:
+    """Move `epoch` to `state`, setting any other ledger fields given (events, rejected,
+    files, batches, snapshots (dict), metrics (dict), validation, validation_detail,
+    late_files). Timestamps are set here: sealed_at when it leaves `open` (the next epoch
+    is opened in the same commit), closed_at on `closed`, published_at on `published`.
+    Re-entering the state the epoch is already in only updates the fields (idempotent
+    retries). Takes the catalog lock; returns the new row."""
+    if state not in STATES:
+        raise StoreError(f"unknown epoch state {state!r} (states: {', '.join(STATES)})")
+    unknown = sorted(set(fields) - set(FIELDS) | ({"epoch", "state"} & set(fields)))
+    if unknown:
+        raise StoreError(f"not ledger fields: {', '.join(unknown)}")
+    with catalog_lock(settings, f"ledger: epoch {epoch} -> {state}"):
+        rows = {r.epoch: r for r in ledger_rows(spark, settings)}
+        row = rows.get(epoch)
+        if row is None:
+            raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {sorted(rows)})")
+        if state != row.state and state not in NEXT_STATES[row.state]:
+            allowed = ", ".join(NEXT_STATES[row.state]) or "none"
+            raise StoreError(
+                f"epoch {epoch} is {row.state}; it cannot become {state} (next: {allowed})"
+            )
+        now = _now()
+        changes: dict[str, Any] = dict(fields, state=state, updated_at=now)
+        if row.state == OPEN and state != OPEN:
+            changes["sealed_at"] = now
+        if state == CLOSED and row.state != CLOSED:
+            changes["closed_at"] = now
+        if state == PUBLISHED and row.state != PUBLISHED:
+            changes["published_at"] = now
+        new_rows = [_replace(row, changes)]
+        if row.state == OPEN and state != OPEN and epoch + 1 not in rows:
+            new_rows.append(LedgerRow(epoch=epoch + 1, state=OPEN, opened_at=now, updated_at=now))
+        _upsert(
+            spark, settings, new_rows, {"cumulus.ledger-epoch": epoch, "cumulus.ledger-state": state}
+        )
+        log.info("epoch %d: %s -> %s", epoch, row.state, state)
+        if len(new_rows) > 1:
+            log.info("epoch %d opened", epoch + 1)
+        return new_rows[0]
+
+
+def _replace(row: LedgerRow, changes: Mapping[str, Any]) -> LedgerRow:
+    values = {name: getattr(row, name) for name in FIELDS}
+    values.update(changes)
+    return LedgerRow(**values)
+
+
+def _upsert(
+    spark: SparkSession, settings: Settings, rows: list[LedgerRow], props: Mapping[str, Any]
+) -> None:
+    """One MERGE commit: the rows replace the ledger rows of their epochs."""
+    df = spark.createDataFrame([r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
+    view = "cumulus_ledger_upsert"
+    df.createOrReplaceTempView(view)
+    target = ledger_table(settings)
+    with commit_properties(spark, props):
+        spark.sql(
+            f"MERGE INTO {target} t USING {view} s ON t.epoch = s.epoch "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+    spark.catalog.dropTempView(view)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -1,0 +1,27 @@
+"""Spark job: ingest a source's landing files into the open epoch (one batch).
+
+    python spark_jobs/ingest.py --home H --source S [--format F] [--relation R] [PATH...]
+    spark-submit spark_jobs/ingest.py ...    (the session factory sets the catalog conf;
+                                             pass the jars with --jars, see docs/STACK.md)
+
+The same as `cumulus --home H ingest ...`; exit status 0 on success, 2 on a refused
+batch (error threshold) or any other Cumulus error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cumulus.cli import main as cli_main
+
+    parser = argparse.ArgumentParser(prog="spark_jobs/ingest.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
+    args, rest = parser.parse_known_args(argv)
+    return cli_main((["--home", args.home] if args.home else []) + ["ingest", *rest])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
