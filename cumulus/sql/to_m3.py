@@ -55,6 +55,7 @@ class BatchStatement:
     copies: int
     statement: Statement
     joins: tuple[tuple[str, str], ...] = ()
+    sign: str | None = None  # None: every event, times its op; "+"/"-": only those events
 
 
 @dataclass

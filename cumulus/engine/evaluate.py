@@ -1,0 +1,340 @@
+"""Batch evaluation of M3 deltas as Spark DataFrame plans (no Python UDFs): a batch of
+events of one relation is joined with the slices of the maps each statement reads,
+multiplied, projected onto the target's keys and summed. The engine (apply, repair)
+calls `evaluate_batch` with the map state it must read; this module does no I/O.
+
+Exactness: the events of a batch are evaluated relation by relation in a fixed order,
+each relation against the state that includes the previous relations' deltas; within a
+relation, every statement reads the state before the batch, and the delta-join-delta
+terms of self-joins (BatchStatement.copies > 1) join copies of the batch with itself, as
+DBToaster's batch compilation does. For programs compiled from SQL that is the serial
+result of the batch's events in any order."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cumulus.errors import CumulusError
+from cumulus.m3.ast import (
+    And,
+    BinOp,
+    Call,
+    Cmp,
+    Cond,
+    Const,
+    Expr,
+    If,
+    IsNull,
+    MapRef,
+    Neg,
+    Not,
+    Or,
+    Program,
+    Statement,
+    Var,
+    terms,
+)
+from cumulus.m3.dataflow import dataflow
+from cumulus.m3.validate import CheckedProgram, MapInfo
+from cumulus.sql.calculus import rename
+from cumulus.sql.to_m3 import BatchStatement
+
+
+class EngineError(CumulusError):
+    """The Spark engine cannot run a program or a batch as asked."""
+
+
+# ---------------------------------------------------------------- value types
+
+# Decimal maps are DECIMAL(38, 6). Spark keeps at least 6 digits of scale when a product
+# outgrows 38 digits, so values whose exact scale is at most 6 (sums of products of up to
+# three DECIMAL(p,2) columns, as in TPC-H) stay exact.
+MAX_SCALE = 6
+
+
+def value_type(info: MapInfo) -> T.DataType:
+    return {"int": T.LongType(), "float": T.DoubleType(), "decimal": T.DecimalType(38, MAX_SCALE)}[info.type]
+
+
+def key_type(type_: str) -> T.DataType:
+    return {
+        "int": T.LongType(),
+        "float": T.DoubleType(),
+        "decimal": T.DecimalType(38, MAX_SCALE),
+        "string": T.StringType(),
+        "date": T.DateType(),
+        "bool": T.BooleanType(),
+    }[type_]
+
+
+# ---------------------------------------------------------------- expressions
+
+
+def literal(c: Const) -> Column:
+    if c.value is None:
+        return F.lit(None)
+    if c.type == "decimal":
+        d = Decimal(c.value)
+        scale = max(0, -d.as_tuple().exponent)
+        return F.lit(d).cast(T.DecimalType(min(38, max(scale + 1, len(d.as_tuple().digits))), scale))
+    if c.type == "int":
+        return F.lit(int(c.value)).cast(T.LongType())
+    if c.type == "float":
+        return F.lit(float(c.value)).cast(T.DoubleType())
+    return F.lit(c.value)
+
+
+def column(e: Expr, env: Callable[[str], Column]) -> Column:
+    """An M3 expression as a Spark column; `env` resolves variables to columns. Spark's
+    NULL semantics are SQL's, as M3's are: arithmetic with NULL is NULL, comparisons
+    with NULL are unknown, `when` takes unknown as false."""
+    if isinstance(e, Const):
+        return literal(e)
+    if isinstance(e, Var):
+        return env(e.name)
+    if isinstance(e, BinOp):
+        left, right = column(e.left, env), column(e.right, env)
+        return {"+": left + right, "-": left - right, "*": left * right}[e.op]
+    if isinstance(e, Neg):
+        return -column(e.operand, env)
+    if isinstance(e, Call):
+        return {"YEAR": F.year, "MONTH": F.month, "DAY": F.dayofmonth}[e.func](column(e.args[0], env)).cast("bigint")
+    if isinstance(e, If):
+        return F.when(condition(e.cond, env), column(e.then, env)).otherwise(column(e.else_, env))
+    if isinstance(e, MapRef):
+        raise EngineError(
+            f"map {e.name} is read inside IF or a nested sum; the Spark engine evaluates map reads "
+            "that are factors of a term (every program compiled from SQL is of that form)"
+        )
+    raise EngineError(f"cannot evaluate {type(e).__name__} in Spark")
+
+
+def condition(c: Cond, env: Callable[[str], Column]) -> Column:
+    if isinstance(c, Cmp):
+        left, right = column(c.left, env), column(c.right, env)
+        return {
+            "=": left == right, "<>": left != right, "<": left < right,
+            "<=": left <= right, ">": left > right, ">=": left >= right,
+        }[c.op]
+    if isinstance(c, IsNull):
+        inner = column(c.operand, env)
+        return inner.isNotNull() if c.negated else inner.isNull()
+    if isinstance(c, Not):
+        return ~condition(c.operand, env)
+    if isinstance(c, And):
+        return condition(c.left, env) & condition(c.right, env)
+    if isinstance(c, Or):
+        return condition(c.left, env) | condition(c.right, env)
+    raise EngineError(f"cannot evaluate condition {type(c).__name__} in Spark")
+
+
+# ---------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, eq=False)
+class BatchPlan:
+    """How a batch of each relation is applied: statements per relation, in the fixed
+    relation order, and the value types of the maps."""
+
+    order: tuple[str, ...]
+    statements: Mapping[str, tuple[BatchStatement, ...]]
+    params: Mapping[str, tuple[str, ...]]
+    checked: CheckedProgram
+
+    @property
+    def maps(self) -> dict[str, MapInfo]:
+        return self.checked.maps
+
+    @functools.cached_property
+    def reads(self) -> dict[str, set[str]]:
+        """The maps each relation's statements read."""
+        return {
+            rel: {e.name for bs in stmts for e in bs.statement.expr.walk() if isinstance(e, MapRef)}
+            for rel, stmts in self.statements.items()
+        }
+
+
+def plan_from_compilation(checked: CheckedProgram, batch: Mapping[str, list[BatchStatement]]) -> BatchPlan:
+    schema = checked.schema
+    order = tuple(r.name for r in schema.relations if r.name in batch)
+    return BatchPlan(
+        order,
+        {r: tuple(batch[r]) for r in order},
+        {r: schema.relation(r).column_names for r in order},
+        checked,
+    )
+
+
+def plan_from_program(checked: CheckedProgram) -> BatchPlan:
+    """A plan for a hand-written program: each event runs its own trigger (insert or
+    delete). Refused when a trigger reads a map its own relation's triggers write: such a
+    program's batch result depends on the order inside the batch."""
+    program: Program = checked.program
+    flow = dataflow(program)
+    statements: dict[str, list[BatchStatement]] = {}
+    params: dict[str, tuple[str, ...]] = {}
+    for rel in program.relations:
+        written = {e.target for e in flow.edges if e.event[1:] == rel}
+        read = {s for e in flow.edges if e.event[1:] == rel for s in e.sources}
+        if written & read:
+            raise EngineError(
+                f"the triggers of {rel.upper()} read maps they write ({', '.join(sorted(written & read))}); "
+                "the Spark engine applies such programs only when they are compiled from SQL, where "
+                "the delta-join-delta terms are known"
+            )
+        plus, minus = program.trigger("+", rel), program.trigger("-", rel)
+        if plus is None or minus is None:
+            raise EngineError(f"relation {rel} needs both triggers; validate the program first")
+        params[rel] = plus.params
+        out: list[BatchStatement] = []
+        for trig in (plus, minus):
+            renamed = _rename_params(trig, plus.params)
+            out.extend(BatchStatement(rel, 1, s, (), sign=trig.sign) for s in renamed)
+        statements[rel] = out
+    order = tuple(r.name for r in checked.schema.relations if r.name in statements)
+    return BatchPlan(order, {r: tuple(statements[r]) for r in order}, params, checked)
+
+
+def _rename_params(trig, params):
+    mapping = {old: Var(new) for old, new in zip(trig.params, params, strict=True)}
+    return [Statement(rename(s.target, mapping), rename(s.expr, mapping)) for s in trig.statements]  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- evaluation
+
+StateReader = Callable[[str], DataFrame]  # map name -> rows (k0..kn, value), unaggregated
+
+
+def _state_columns(name: str, info: MapInfo, state: DataFrame, tag: str) -> DataFrame:
+    cols = [F.col(k).alias(f"{tag}_k{i}") for i, k in enumerate(info.key_names)]
+    return state.select(*cols, F.col("value").alias(f"{tag}_v"))
+
+
+def _batch_copies(events: DataFrame, params: tuple[str, ...], bs: BatchStatement) -> DataFrame:
+    """The batch, or k copies of it joined on the statement's join columns, with `__op`
+    the product of the copies' ops."""
+    if bs.copies == 1:
+        return events.select(*[F.col(p) for p in params], F.col("op").alias("__op"))
+    copies = [
+        events.select(*[F.col(p).alias(f"{p}__{j}") for p in params], F.col("op").alias(f"__op{j}"))
+        for j in range(bs.copies)
+    ]
+    def copy_of(column_name: str) -> int:
+        return int(column_name.rsplit("__", 1)[1])
+
+    df = copies[0]
+    for j in range(1, bs.copies):
+        conds = [
+            F.col(a) == F.col(b)
+            for a, b in bs.joins
+            if max(copy_of(a), copy_of(b)) == j  # joins copy j to an earlier copy
+        ]
+        df = df.join(copies[j], functools.reduce(lambda x, y: x & y, conds) if conds else F.lit(True), "inner")
+    op = functools.reduce(lambda x, y: x * y, [F.col(f"__op{j}") for j in range(bs.copies)])
+    return df.withColumn("__op", op)
+
+
+def statement_deltas(
+    bs: BatchStatement, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
+) -> list[DataFrame]:
+    """Rows (k0..kn, value) this statement adds for a batch; one frame per term."""
+    if bs.sign is not None:
+        events = events.where(F.col("op") == (1 if bs.sign == "+" else -1))
+    base = _batch_copies(events, params, bs)
+    bound = set(base.columns) - {"__op"}
+    target = bs.statement.target
+    out = []
+    for t, (sign, factors) in enumerate(terms(bs.statement.expr)):
+        df = base
+        names: dict[str, Column] = {}
+
+        def env(name: str) -> Column:
+            if name in names:
+                return names[name]
+            if name in bound:
+                return F.col(name)
+            raise EngineError(f"variable {name.upper()} is unbound in {target.name}'s statement")
+
+        # Compiled batch statements are signed by the events' ops; a hand-written trigger's
+        # statements already carry their sign and run on events of that sign only.
+        value = F.lit(sign).cast("bigint") * (F.col("__op") if bs.sign is None else F.lit(1))
+        # Map factors first: they bind the loop variables that other factors may use.
+        ordered = [f for f in factors if isinstance(f, MapRef)] + [f for f in factors if not isinstance(f, MapRef)]
+        for f_i, f in enumerate(ordered):
+            if not isinstance(f, MapRef):
+                value = value * column(f, env)
+                continue
+            tag = f"__t{t}f{f_i}"
+            slice_ = _state_columns(f.name, maps[f.name], state(f.name), tag)
+            conds = []
+            for i, a in enumerate(f.args):
+                if isinstance(a, Var) and a.name not in bound and a.name not in names:
+                    names[a.name] = F.col(f"{tag}_k{i}")  # a loop variable: ranges over the map
+                else:
+                    conds.append(F.col(f"{tag}_k{i}") == column(a, env))
+            cond = functools.reduce(lambda x, y: x & y, conds) if conds else F.lit(True)
+            # Missing entries are 0 and a factor of 0 adds nothing: an inner join is exact.
+            df = df.join(slice_, cond, "inner")
+            value = value * F.col(f"{tag}_v")
+        keys = [column(a, env).alias(f"k{i}") for i, a in enumerate(target.args)]
+        info = maps[target.name]
+        df = df.select(*keys, value.cast(value_type(info)).alias("value"))
+        out.append(df.where(F.col("value").isNotNull() & (F.col("value") != 0)))
+    return out
+
+
+def evaluate_batch(
+    plan: BatchPlan, events: Mapping[str, DataFrame], state: StateReader
+) -> dict[str, DataFrame]:
+    """Deltas per map for a batch (`events[relation]`: the relation's columns and `op`),
+    aggregated by key with zero sums dropped. Relations run in the plan's order; each
+    reads `state` plus the deltas of the relations before it."""
+    pending: dict[str, list[DataFrame]] = {}
+    read_once: dict[str, DataFrame] = {}
+
+    def current(name: str) -> DataFrame:
+        if name not in read_once:
+            read_once[name] = state(name)
+        base = read_once[name]
+        info = plan.maps[name]
+        extra = [
+            d.select(*[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)], "value")
+            for d in pending.get(name, [])
+        ]
+        base = base.select(*info.key_names, "value")
+        for d in extra:
+            base = base.unionByName(d)
+        return base
+
+    for rel in plan.order:
+        if rel not in events:
+            continue
+        batch = events[rel]
+        params = plan.params[rel]
+        frames: dict[str, list[DataFrame]] = {}
+        for bs in plan.statements[rel]:
+            for df in statement_deltas(bs, batch, params, plan.maps, current):
+                frames.setdefault(bs.statement.target.name, []).append(df)
+        later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
+        for name, dfs in frames.items():
+            agg = _aggregate(dfs, plan.maps[name])
+            # A later relation of the batch reads these deltas: materialize them once, so
+            # its plan does not carry (and recompute) this relation's whole evaluation.
+            pending.setdefault(name, []).append(agg.localCheckpoint() if name in later else agg)
+    return {name: _aggregate(dfs, plan.maps[name]) for name, dfs in pending.items()}
+
+
+def _aggregate(dfs: list[DataFrame], info: MapInfo) -> DataFrame:
+    df = functools.reduce(DataFrame.unionByName, dfs)
+    keys = [f"k{i}" for i in range(info.arity)]
+    agg = df.groupBy(*keys).agg(F.sum("value").cast(value_type(info)).alias("value")) if keys else df.agg(
+        F.sum("value").cast(value_type(info)).alias("value")
+    )
+    return agg.where(F.col("value").isNotNull() & (F.col("value") != 0))
