@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "cumulus.commands.compile",
     "cumulus.commands.interpret",
     "cumulus.commands.sql",
+    "cumulus.commands.views",
     "cumulus.commands.init",
     "cumulus.commands.source",
     "cumulus.commands.ingest",

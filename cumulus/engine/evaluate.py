@@ -255,7 +255,7 @@ def statement_deltas(
         df = base
         names: dict[str, Column] = {}
 
-        def env(name: str) -> Column:
+        def env(name: str, names: dict[str, Column] = names) -> Column:
             if name in names:
                 return names[name]
             if name in bound:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from cumulus.engine.evaluate import evaluate_batch, key_type, plan_from_compilation, plan_from_program, value_type
+from cumulus.engine.evaluate import (
+    evaluate_batch,
+    key_type,
+    plan_from_compilation,
+    plan_from_program,
+    value_type,
+)
 from cumulus.ingest.synthetic import generate_events
 from cumulus.m3.interpreter import Interpreter
 from cumulus.m3.parser import parse_program

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import DuckOracle
-from test_views_corpus import assert_view_equals_sql
+from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.m3.interpreter import Event, Interpreter
 from cumulus.schema import load_schema

@@ -5,18 +5,16 @@ running the same SQL over the tuples alive at that point."""
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from oracle import DuckOracle
+from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.ingest.dbtoaster import read_events
 from cumulus.ingest.synthetic import generate_events
 from cumulus.m3.interpreter import Interpreter
 from cumulus.schema import load_schema
-from cumulus.sql.views import Compilation, compile_views, view_rows
+from cumulus.sql.views import Compilation, compile_views
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "dbtoaster"
@@ -24,34 +22,6 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "dbtoaster"
 
 def corpus(kind: str) -> list[tuple[str, str]]:
     return [(p.stem, p.read_text()) for p in sorted((FIXTURES / "views" / kind).glob("*.sql"))]
-
-
-def same_value(a, b, inexact: bool) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, (int, float, Decimal)) and isinstance(b, (int, float, Decimal)):
-        if inexact or isinstance(a, float) or isinstance(b, float):
-            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
-        return Decimal(a) == Decimal(b)  # exact: sums of decimals must match to the digit
-    return a == b
-
-
-def assert_view_equals_sql(compiled: Compilation, name: str, interp: Interpreter, oracle: DuckOracle, where: str) -> int:
-    plan = compiled.views[name]
-    got = view_rows(plan, interp.entries)
-    want = oracle.query(plan.sql)
-    group_cols = [i for i, c in enumerate(plan.columns) if c.kind == "group"]
-    inexact = [c.kind == "avg" for c in plan.columns]
-
-    def key(row):
-        return tuple(repr(row[i]) for i in group_cols)
-
-    got_by, want_by = sorted(got, key=key), sorted(want, key=key)
-    assert len(got_by) == len(want_by), f"{name} at {where}: {len(got_by)} rows, DuckDB has {len(want_by)}"
-    for g, w in zip(got_by, want_by, strict=True):
-        ok = all(same_value(a, b, inexact[i]) for i, (a, b) in enumerate(zip(g, w, strict=True)))
-        assert ok, f"{name} at {where}: cumulus {g} != duckdb {w}"
-    return len(got)
 
 
 def replay_and_check(compiled: Compilation, events, checkpoints: int) -> dict[str, int]:

@@ -1,0 +1,150 @@
+"""`cumulus view add|list|show`, `cumulus apply`, `cumulus read`: the engine from the
+command line. Writes run a Spark job; reads use PyIceberg (no JVM)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cumulus.config import settings_from_args
+from cumulus.errors import CumulusError
+from cumulus.output import FORMATS, render
+
+
+def _engine(args):
+    from cumulus.engine.session import spark_session
+    from cumulus.store.home import load_home_schema
+    from cumulus.store.tables import attach_catalog
+
+    settings = settings_from_args(args)
+    spark = spark_session(settings, app_name=f"cumulus {args.command}")
+    attach_catalog(spark, settings)
+    return settings, spark, load_home_schema(settings)
+
+
+def cmd_view_add(args: argparse.Namespace) -> int:
+    from cumulus.commands.m3 import read_text
+    from cumulus.engine.views import add_view
+
+    settings, spark, schema = _engine(args)
+    compiled = add_view(spark, settings, schema, args.name.lower(), read_text(args.sql))
+    plan = compiled.views[args.name.lower()]
+    print(f"view {plan.name}: registered; columns {', '.join(plan.column_names)}; reads maps {', '.join(plan.maps)}")
+    return 0
+
+
+def cmd_view_list(args: argparse.Namespace) -> int:
+    from cumulus.engine.registry import registered_views
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    settings = settings_from_args(args)
+    views = registered_views(pyiceberg_catalog(settings), settings)
+    rows = [(v.name, v.added_epoch, v.added_at, " ".join(v.sql.split())[:70]) for v in views]
+    sys.stdout.write(render(["view", "added_epoch", "added_at", "sql"], rows, args.format))
+    return 0
+
+
+def cmd_view_show(args: argparse.Namespace) -> int:
+    from cumulus.read import Reader
+
+    reader = Reader(settings_from_args(args))
+    compiled = reader.compilation
+    plan = compiled.views.get(args.name.lower())
+    if plan is None:
+        raise CumulusError(f"unknown view {args.name} (views: {', '.join(compiled.views)})")
+    print(f"-- view {plan.name}\n{plan.sql.strip()}\n")
+    print(f"-- columns: {', '.join(plan.column_names)}")
+    print(f"-- group count map: {plan.count.map}")
+    for c in plan.columns:
+        if c.values:
+            extra = f" (non-NULL count: {c.nonnull.map})" if c.nonnull else ""
+            print(f"--   {c.name}: {c.kind} from {c.values.map}{extra}")
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from cumulus.engine.apply import apply_source
+    from cumulus.engine.registry import batch_plan, compile_registered, registered_views
+    from cumulus.ingest.sources import get_source
+    from cumulus.store.ledger import current_epoch
+
+    settings, spark, schema = _engine(args)
+    source = get_source(settings, args.source)
+    views = registered_views(spark, settings)
+    if not views:
+        raise CumulusError("no view is registered: nothing to apply (cumulus view add NAME VIEW.sql)")
+    plan = batch_plan(compile_registered(schema, views))
+    epoch = args.epoch or current_epoch(spark, settings)
+    record = apply_source(spark, settings, plan, epoch, source.priority)
+    if record is None:
+        print(f"epoch {epoch} source {source.name}: nothing to apply")
+    else:
+        print(f"epoch {epoch} source {source.name}: {record.events} events -> {record.deltas} delta rows "
+              f"in {len(record.written)} maps ({record.seconds:.1f} s)")
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from cumulus.read import At, Reader
+
+    reader = Reader(settings_from_args(args))
+    at = reader.stable(args.epoch) if (args.stable or args.epoch) else At()
+    where = {}
+    for item in args.key or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CumulusError(f"--key takes COLUMN=VALUE, got {item!r}")
+        where[name.lower()] = value
+    name = args.name.lower()
+    if name in reader.compilation.views:
+        rows = reader.read_view(name, at, where)
+        sys.stdout.write(render(reader.view_columns(name), rows, args.format))
+        return 0
+    info = reader.compilation.checked.maps.get(name)
+    if info is None:
+        raise CumulusError(f"no view or map named {args.name}")
+    keys = [where.pop(k, None) for k in info.key_names]
+    if where:
+        raise CumulusError(f"map {name} has no key {', '.join(where)} (keys: {', '.join(info.key_names)})")
+    from cumulus.schema import parse_value
+
+    typed = [None if k is None else parse_value(k, t) for k, t in zip(keys, info.key_types, strict=True)]
+    from cumulus.output import sort_key
+
+    entries = reader.read_slice(name, *typed, at=at)
+    rows = sorted((k + (v,) for k, v in entries.items()), key=sort_key)
+    sys.stdout.write(render(list(info.key_names) + ["value"], rows, args.format))
+    return 0
+
+
+def register(subparsers) -> None:
+    view = subparsers.add_parser("view", help="register, list and show views")
+    sub = view.add_subparsers(dest="view_command", metavar="SUBCOMMAND")
+    sub.required = True
+    add = sub.add_parser("add", help="compile a view with the registered ones, create and back-fill its maps")
+    add.add_argument("name", help="the view's name")
+    add.add_argument("sql", help="a file holding the view's SELECT ('-' for standard input)")
+    add.set_defaults(func=cmd_view_add)
+    ls = sub.add_parser("list", help="the registered views")
+    ls.add_argument("--format", choices=FORMATS, default="table")
+    ls.set_defaults(func=cmd_view_list)
+    show = sub.add_parser("show", help="a view's SQL and the maps it reads")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_view_show)
+
+    apply = subparsers.add_parser("apply", help="apply a source's new events of the open epoch to the maps")
+    apply.add_argument("--source", required=True, help="the source whose events to apply")
+    apply.add_argument("--epoch", type=int, help="the epoch (default: the open one)")
+    apply.set_defaults(func=cmd_apply)
+
+    read = subparsers.add_parser(
+        "read", help="read a view or a map: fresh (main) or stable (an epoch's tag)",
+        description="Read a view's rows as its SQL gives them, or a map's entries. Without "
+        "--stable/--epoch: the freshest values (every applied delta).",
+    )
+    read.add_argument("name", help="a view or a map")
+    read.add_argument("--stable", action="store_true", help="the latest closed epoch (consistent)")
+    read.add_argument("--epoch", type=int, help="a given closed epoch")
+    read.add_argument("--key", action="append", metavar="COLUMN=VALUE", help="keep rows with this value (repeatable)")
+    read.add_argument("--format", choices=FORMATS, default="table")
+    read.set_defaults(func=cmd_read)

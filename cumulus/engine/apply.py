@@ -1,0 +1,279 @@
+"""Apply: evaluate the M3 deltas of one source's new events (a batch) and append them to
+the map tables, one commit per map, tagged with the batch's version. Main-branch reads
+see them at once (READ_SLICE: fresh, eventually consistent).
+
+Each apply is recorded in `cumulus.applies` before it writes: the ingest batches it takes
+and the snapshot of every map and events table it reads (pinned). A retry after a crash
+resumes the recorded apply with the same inputs and writes only the maps that have no
+commit marked with its batch id yet, so no delta is lost or applied twice. The close
+uses the pinned snapshots to repair batches that read a stale state (concurrent applies).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.errors import CumulusError
+from cumulus.ingest.faults import fault_point
+from cumulus.store.commit import snapshots, write_options
+from cumulus.store.lock import catalog_lock
+from cumulus.store.maps import map_table
+from cumulus.store.rows import read_rows
+from cumulus.store.tables import META, events_table, qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("cumulus.apply")
+
+APPLY_BATCH = "cumulus.apply-batch"
+APPLIES_COLUMNS = (
+    ("batch_id", "STRING"),
+    ("kind", "STRING"),  # apply | repair | backfill
+    ("epoch", "BIGINT"),
+    ("source_id", "INT"),
+    ("status", "STRING"),  # started | done
+    ("ingest_batches", "STRING"),  # JSON list of the ingest batch ids taken
+    ("events_snapshots", "STRING"),  # JSON {relation: snapshot id} read
+    ("read_snapshots", "STRING"),  # JSON {map: snapshot id} read (pinned)
+    ("written", "STRING"),  # JSON {map: snapshot id of this batch's commit}
+    ("seq_max", "BIGINT"),
+    ("events", "BIGINT"),
+    ("deltas", "BIGINT"),
+    ("seconds", "DOUBLE"),
+    ("started_at", "TIMESTAMP"),
+    ("finished_at", "TIMESTAMP"),
+)
+
+
+class ApplyError(CumulusError):
+    """An apply cannot run (no views registered, the epoch is not open...)."""
+
+
+@dataclass
+class ApplyRecord:
+    batch_id: str
+    kind: str
+    epoch: int
+    source_id: int
+    status: str
+    ingest_batches: list[str]
+    events_snapshots: dict[str, int | None]
+    read_snapshots: dict[str, int | None]
+    written: dict[str, int]
+    seq_max: int = 0
+    events: int = 0
+    deltas: int = 0
+    seconds: float = 0.0
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> ApplyRecord:
+        values = dict(row)
+        for key in ("ingest_batches", "events_snapshots", "read_snapshots", "written"):
+            values[key] = json.loads(values[key] or ("[]" if key == "ingest_batches" else "{}"))
+        return cls(**values)
+
+    def as_row(self) -> tuple:
+        values = []
+        for name, _ in APPLIES_COLUMNS:
+            v = getattr(self, name)
+            values.append(json.dumps(v) if isinstance(v, (list, dict)) else v)
+        return tuple(values)
+
+
+def applies_table(settings: Settings) -> str:
+    return qualified(settings, META, "applies")
+
+
+def ensure_applies_table(spark: SparkSession, settings: Settings) -> None:
+    cols = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {applies_table(settings)} ({cols}) USING iceberg")
+
+
+def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
+    where = {"epoch": epoch} if epoch is not None else None
+    rows = read_rows(spark, applies_table(settings), where)
+    return sorted((ApplyRecord.from_row(r) for r in rows), key=lambda r: (r.started_at or dt.datetime.min, r.batch_id))
+
+
+def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
+    ddl = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
+    spark.createDataFrame([record.as_row()], ddl).createOrReplaceTempView("cumulus_apply_upsert")
+    spark.sql(
+        f"MERGE INTO {applies_table(settings)} t USING cumulus_apply_upsert s ON t.batch_id = s.batch_id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    snaps = snapshots(spark, table)
+    from cumulus.store.commit import table_metadata
+
+    current = table_metadata(spark, table).get("current-snapshot-id")
+    if current in (None, -1):
+        return snaps[-1].snapshot_id if snaps else None
+    return int(current)
+
+
+def committed_batches(spark: SparkSession, table: str) -> set[str]:
+    """Apply batch ids that already have a commit in a map table."""
+    return {s.summary[APPLY_BATCH] for s in snapshots(spark, table) if APPLY_BATCH in s.summary}
+
+
+# ---------------------------------------------------------------- reading inputs
+
+
+def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
+    reader = spark.read.format("iceberg")
+    if snapshot is not None:
+        reader = reader.option("snapshot-id", snapshot)
+    return reader.load(table)
+
+
+def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshots_: Mapping[str, int | None]):
+    """A state reader over the maps as of the given snapshots (rows, not consolidated)."""
+
+    def state(name: str) -> DataFrame:
+        info = plan.maps[name]
+        return read_at(spark, map_table(settings, name), snapshots_.get(name)).select(*info.key_names, "value")
+
+    return state
+
+
+def batch_events(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
+) -> dict[str, DataFrame]:
+    """The batch's events per relation: its ingest batches, read at the pinned snapshots."""
+    from pyspark.sql import functions as F
+
+    out = {}
+    for rel in plan.order:
+        df = read_at(spark, events_table(settings, rel), record.events_snapshots.get(rel))
+        df = df.where(F.col("batch_id").isin(record.ingest_batches))
+        if record.kind == "apply":
+            df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
+        out[rel] = df.select(*plan.params[rel], "op")
+    return out
+
+
+# ---------------------------------------------------------------- apply
+
+
+def _new_record(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
+    done: list[ApplyRecord], pin: Mapping[str, int | None] | None,
+) -> ApplyRecord | None:
+    from pyspark.sql import functions as F
+
+    taken = {b for r in done for b in r.ingest_batches}
+    events_snaps = {rel: current_snapshot_id(spark, events_table(settings, rel)) for rel in plan.order}
+    batches: set[str] = set()
+    seq_max = 0
+    for rel, snap in events_snaps.items():
+        if snap is None:
+            continue
+        rows = (
+            read_at(spark, events_table(settings, rel), snap)
+            .where((F.col("epoch") == epoch) & (F.col("source_id") == source_id))
+            .groupBy("batch_id").agg(F.max("seq").alias("seq"))
+            .collect()
+        )
+        for row in rows:
+            if row["batch_id"] not in taken:
+                batches.add(row["batch_id"])
+                seq_max = max(seq_max, row["seq"])
+    if not batches:
+        return None
+    read = dict(pin) if pin is not None else {m: current_snapshot_id(spark, map_table(settings, m)) for m in plan.maps}
+    return ApplyRecord(
+        batch_id=f"apply-{epoch}-{source_id}-{uuid.uuid4().hex[:12]}",
+        kind="apply", epoch=epoch, source_id=source_id, status="started",
+        ingest_batches=sorted(batches), events_snapshots=events_snaps, read_snapshots=read,
+        written={}, seq_max=seq_max, started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
+    )
+
+
+def write_deltas(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
+    deltas: Mapping[str, DataFrame],
+) -> dict[str, int]:
+    """Append each map's deltas in one commit marked with the batch id; maps that already
+    have such a commit (an earlier try) are skipped. Returns {map: rows written}."""
+    from pyspark.sql import functions as F
+
+    counts = {}
+    for name, df in deltas.items():
+        table = map_table(settings, name)
+        if record.batch_id in committed_batches(spark, table):
+            log.info("epoch %d source %d: %s already holds batch %s", record.epoch, record.source_id, name, record.batch_id)
+            continue
+        info = plan.maps[name]
+        rows = df.select(
+            *[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)],
+            "value",
+            F.lit(record.epoch).cast("bigint").alias("epoch"),
+            F.lit(record.source_id).cast("int").alias("source_id"),
+            F.lit(record.seq_max).cast("bigint").alias("seq"),
+        ).localCheckpoint()
+        n = rows.count()
+        if n == 0:
+            continue
+        rows.writeTo(table).options(**write_options({APPLY_BATCH: record.batch_id, "cumulus.epoch": record.epoch})).append()
+        counts[name] = n
+        fault_point("apply.after-map-commit")
+    return counts
+
+
+def apply_source(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
+    pin: Mapping[str, int | None] | None = None,
+) -> ApplyRecord | None:
+    """Apply the source's events of `epoch` not applied yet (resuming an interrupted
+    apply first). `pin` overrides the map snapshots to read (tests of concurrency and
+    repair). Returns the record, or None when there was nothing to apply."""
+    ensure_applies_table(spark, settings)
+    with catalog_lock(settings, f"apply epoch {epoch} source {source_id}"):
+        records = [r for r in apply_records(spark, settings, epoch) if r.source_id == source_id and r.kind == "apply"]
+        started = [r for r in records if r.status == "started"]
+        if started:
+            record = started[0]
+            log.info("epoch %d source %d: resuming apply %s", epoch, source_id, record.batch_id)
+        else:
+            record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
+            if record is None:
+                log.info("epoch %d source %d: nothing to apply", epoch, source_id)
+                return None
+            save_record(spark, settings, record)
+        fault_point("apply.after-record")
+        t0 = time.perf_counter()
+        events = batch_events(spark, settings, plan, record)
+        deltas = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshots))
+        counts = write_deltas(spark, settings, plan, record, deltas)
+        record.written = {
+            name: s.snapshot_id
+            for name in plan.maps
+            for s in snapshots(spark, map_table(settings, name))
+            if s.summary.get(APPLY_BATCH) == record.batch_id
+        }
+        record.events = sum(df.count() for df in events.values())
+        record.deltas = record.deltas + sum(counts.values())
+        record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
+        record.status = "done"
+        record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        save_record(spark, settings, record)
+        log.info(
+            "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%.1f s)",
+            epoch, source_id, record.events, record.deltas, len(record.written), record.seconds,
+        )
+        return record

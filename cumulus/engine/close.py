@@ -1,0 +1,247 @@
+"""Close: make epoch N exact and garbage-collect it into a consistent, tagged snapshot.
+
+Steps (each idempotent; a retry after a crash anywhere resumes from what the tables
+say): seal the epoch in the ledger (input now goes to N+1); apply what is pending; repair
+batches that read a stale state; consolidate every touched map entry into one row
+(the paper's Cleanup: E'[V] = sum of E[V'] for V' <= V, zero entries removed); fold the
+epoch's events into base.*; tag every map and base table `epoch-N`; write the ledger
+row, the publish point: a stable snapshot exists only once the ledger says so."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.apply import (
+    APPLY_BATCH,
+    ApplyRecord,
+    apply_records,
+    apply_source,
+    batch_events,
+    current_snapshot_id,
+    ensure_applies_table,
+    map_state,
+    save_record,
+    write_deltas,
+)
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.ingest.faults import fault_point
+from cumulus.store.commit import commit_properties, snapshots
+from cumulus.store.fold import fold_epoch
+from cumulus.store.ledger import APPLIED, CLOSED, OPEN, ledger_row, transition
+from cumulus.store.lock import catalog_lock
+from cumulus.store.maps import CONSOLIDATED_SOURCE, map_table
+from cumulus.store.tables import base_table, events_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("cumulus.close")
+CONSOLIDATED_EPOCH = "cumulus.consolidated-epoch"
+
+
+def tag_name(epoch: int) -> str:
+    return f"epoch-{epoch}"
+
+
+def sources_with_events(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> list[int]:
+    from pyspark.sql import functions as F
+
+    found: set[int] = set()
+    for rel in plan.order:
+        rows = spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("source_id").distinct().collect()
+        found.update(r["source_id"] for r in rows)
+    return sorted(found)
+
+
+# ---------------------------------------------------------------- repair
+
+
+def _state_before(spark: SparkSession, settings: Settings, name: str, record: ApplyRecord, first_commit: int | None) -> int | None:
+    """The snapshot of map `name` that the batch should have read: the state just before
+    its own commit there (its parent), or, for a map it did not write, the last snapshot
+    committed before the batch's first commit. A batch that wrote nothing needs none."""
+    if first_commit is None:
+        return record.read_snapshots.get(name)
+    snaps = snapshots(spark, map_table(settings, name))
+    mine = [s for s in snaps if s.summary.get(APPLY_BATCH) == record.batch_id]
+    if mine:
+        return mine[0].parent_id
+    before = [s for s in snaps if s.committed_at <= first_commit]
+    return before[-1].snapshot_id if before else None
+
+
+def _first_commit(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int | None:
+    times = [
+        s.committed_at
+        for name in record.written
+        for s in snapshots(spark, map_table(settings, name))
+        if s.summary.get(APPLY_BATCH) == record.batch_id
+    ]
+    return min(times) if times else None
+
+
+def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> int:
+    """Append corrective deltas for every batch of the epoch that read a map state
+    missing deltas committed before its own commit (concurrent applies: the paper's
+    unfulfilled dependencies). The correction is the batch evaluated against the state
+    it should have seen minus what it wrote; it touches only the batch's keys. Returns
+    how many batches were repaired (0 where writers are serialized)."""
+    from pyspark.sql import functions as F
+
+    repaired = 0
+    done = {r.batch_id for r in apply_records(spark, settings, epoch) if r.kind == "repair"}
+    for record in apply_records(spark, settings, epoch):
+        if record.kind != "apply" or record.status != "done":
+            continue
+        first = _first_commit(spark, settings, plan, record)
+        should = {m: _state_before(spark, settings, m, record, first) for m in plan.maps}
+        stale = [m for m in plan.maps if should[m] != record.read_snapshots.get(m)]
+        repair_id = f"repair-{record.batch_id}"
+        if not stale or repair_id in done:
+            continue
+        log.info("epoch %d: batch %s read a stale state of %s; repairing", epoch, record.batch_id, ", ".join(stale))
+        events = batch_events(spark, settings, plan, record)
+        right = evaluate_batch(plan, events, map_state(spark, settings, plan, should))
+        wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshots))
+        corrections: dict[str, DataFrame] = {}
+        for name in set(right) | set(wrong):
+            parts = []
+            if name in right:
+                parts.append(right[name])
+            if name in wrong:
+                parts.append(wrong[name].withColumn("value", -F.col("value")))
+            df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+            keys = [c for c in df.columns if c != "value"]
+            agg = df.groupBy(*keys).agg(F.sum("value").alias("value")) if keys else df.agg(F.sum("value").alias("value"))
+            corrections[name] = agg.where(F.col("value") != 0)
+        fix = ApplyRecord(
+            batch_id=repair_id, kind="repair", epoch=epoch, source_id=record.source_id, status="started",
+            ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
+            read_snapshots=should, written={}, seq_max=record.seq_max,
+        )
+        counts = write_deltas(spark, settings, plan, fix, corrections)
+        fix.status, fix.deltas = "done", sum(counts.values())
+        save_record(spark, settings, fix)
+        repaired += 1
+    return repaired
+
+
+# ---------------------------------------------------------------- consolidate, tag
+
+
+def consolidate_map(spark: SparkSession, settings: Settings, plan: BatchPlan, name: str, epoch: int) -> bool:
+    """Rewrite the entries touched in `epoch` as one row each (zero sums removed), in one
+    MERGE commit that rewrites only the files holding touched entries. A rerun finds no
+    delta rows left and does nothing."""
+    info = plan.maps[name]
+    table = map_table(settings, name)
+    keys = [f"`{k}`" for k in info.key_names]
+    touched_rows = spark.sql(
+        f"SELECT 1 FROM {table} WHERE epoch = {epoch} AND source_id <> {CONSOLIDATED_SOURCE} LIMIT 1"
+    ).collect()
+    if not touched_rows:
+        return False
+    key_list = ", ".join(keys)
+    sel_keys = (key_list + ", ") if keys else ""
+    touched = f"(SELECT DISTINCT {key_list or '1 AS one'} FROM {table} WHERE epoch = {epoch} AND source_id <> {CONSOLIDATED_SOURCE})"
+    join = " AND ".join(f"t.{k} <=> d.{k}" for k in keys) or "TRUE"
+    totals = (
+        f"SELECT {', '.join(f't.{k}' for k in keys) + ', ' if keys else ''}SUM(t.value) AS value "
+        f"FROM {table} t JOIN {touched} d ON {join}" + (f" GROUP BY {', '.join(f't.{k}' for k in keys)}" if keys else "")
+    )
+    source = (
+        f"SELECT {sel_keys}CAST(NULL AS {_value_sql(spark, table)}) AS value, 0 AS is_new FROM {touched} "
+        f"UNION ALL SELECT {sel_keys}value, 1 AS is_new FROM ({totals}) WHERE value <> 0"
+    )
+    on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + ["s.is_new = 0"])
+    insert_cols = ", ".join(keys + ["value", "epoch", "source_id", "seq"])
+    insert_vals = ", ".join([f"s.{k}" for k in keys] + ["s.value", str(epoch), str(CONSOLIDATED_SOURCE), "0"])
+    with commit_properties(spark, {CONSOLIDATED_EPOCH: epoch}):
+        spark.sql(
+            f"MERGE INTO {table} t USING ({source}) s ON {on} "
+            f"WHEN MATCHED THEN DELETE "
+            f"WHEN NOT MATCHED AND s.is_new = 1 THEN INSERT ({insert_cols}) VALUES ({insert_vals})"
+        )
+    return True
+
+
+def _value_sql(spark: SparkSession, table: str) -> str:
+    return dict((f.name, f.dataType.simpleString()) for f in spark.table(table).schema.fields)["value"]
+
+
+def ensure_snapshot(spark: SparkSession, table: str) -> int:
+    """The table's current snapshot, committing an empty append first if it has none."""
+    snap = current_snapshot_id(spark, table)
+    if snap is None:
+        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+        snap = current_snapshot_id(spark, table)
+    assert snap is not None
+    return snap
+
+
+def tag_tables(spark: SparkSession, tables: list[str], epoch: int) -> dict[str, int]:
+    """Tag each table's current snapshot `epoch-N` (replacing a tag left by a crashed try)."""
+    tagged = {}
+    for table in tables:
+        snap = ensure_snapshot(spark, table)
+        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}` AS OF VERSION {snap}")
+        tagged[table] = snap
+    return tagged
+
+
+# ---------------------------------------------------------------- close
+
+
+def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
+    """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
+    the metrics written to the ledger."""
+    ensure_applies_table(spark, settings)
+    row = ledger_row(spark, settings, epoch)
+    if row is None:
+        raise ValueError(f"epoch {epoch} is not in the ledger")
+    if row.state not in (OPEN, APPLIED):
+        log.info("epoch %d is already %s", epoch, row.state)
+        return dict(row.metrics or {})
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    if row.state == OPEN:
+        transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
+    for source_id in sources_with_events(spark, settings, plan, epoch):
+        apply_source(spark, settings, plan, epoch, source_id)
+    timings["apply_s"] = round(time.perf_counter() - t, 3)
+    fault_point("close.after-apply")
+    with catalog_lock(settings, f"close epoch {epoch}"):
+        t = time.perf_counter()
+        repaired = repair_epoch(spark, settings, plan, epoch)
+        timings["repair_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        consolidated = [m for m in plan.maps if consolidate_map(spark, settings, plan, m, epoch)]
+        timings["consolidate_s"] = round(time.perf_counter() - t, 3)
+        fault_point("close.after-consolidate")
+        t = time.perf_counter()
+        fold_epoch(spark, settings, epoch)
+        timings["fold_s"] = round(time.perf_counter() - t, 3)
+        fault_point("close.after-fold")
+        t = time.perf_counter()
+        tables = [map_table(settings, m) for m in plan.maps] + [base_table(settings, r.name) for r in plan.checked.schema.relations]
+        tagged = tag_tables(spark, tables, epoch)
+        timings["tag_s"] = round(time.perf_counter() - t, 3)
+        fault_point("close.after-tag")
+        records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]
+        metrics = {
+            "events": sum(r.events for r in records if r.kind == "apply"),
+            "deltas": sum(r.deltas for r in records),
+            "batches": sum(r.kind == "apply" for r in records),
+            "repaired_batches": repaired,
+            "consolidated_maps": len(consolidated),
+            **timings,
+        }
+        transition(
+            spark, settings, epoch, CLOSED, snapshots={k: int(v) for k, v in tagged.items()}, metrics=metrics,
+        )
+    log.info("epoch %d closed: %s", epoch, metrics)
+    return metrics
+

@@ -1,0 +1,110 @@
+"""`view add`: compile a new view together with the registered ones (sharing maps),
+create the tables of the maps it adds and back-fill them from base.* as of the latest
+closed epoch, tagged with that epoch so the view is readable at once. Idempotent: a
+retry skips the tables and the back-fill already committed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.apply import (
+    ApplyRecord,
+    apply_records,
+    committed_batches,
+    ensure_applies_table,
+    write_deltas,
+)
+from cumulus.engine.close import tag_name
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.registry import (
+    VIEWS_COLUMNS,
+    RegisteredView,
+    ViewError,
+    batch_plan,
+    compile_registered,
+    ensure_views_table,
+    registered_views,
+    views_table,
+)
+from cumulus.schema import Schema
+from cumulus.sql.views import Compilation
+from cumulus.store.ledger import CLOSED, PUBLISHED, current_epoch, ledger_rows
+from cumulus.store.lock import catalog_lock
+from cumulus.store.maps import create_map_table, map_table
+from cumulus.store.tables import base_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("cumulus.views")
+
+
+def latest_closed_epoch(reader, settings: Settings) -> int | None:
+    closed = [r.epoch for r in ledger_rows(reader, settings) if r.state in (CLOSED, PUBLISHED)]
+    return max(closed) if closed else None
+
+
+def backfill(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, maps: list[str], name: str, epoch: int | None
+) -> int:
+    """Evaluate the whole program over base.* (each tuple an insert of its multiplicity)
+    from an empty state, and write the deltas of `maps` only."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    events: dict[str, DataFrame] = {}
+    for rel in plan.order:
+        reader = spark.read.format("iceberg")
+        if epoch is not None:
+            reader = reader.option("tag", tag_name(epoch))
+        df = reader.load(base_table(settings, rel))
+        events[rel] = df.select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+
+    def empty(map_name: str) -> DataFrame:
+        schema = spark.table(map_table(settings, map_name)).select(*plan.maps[map_name].key_names, "value").schema
+        return spark.createDataFrame([], T.StructType(schema.fields))
+
+    deltas = evaluate_batch(plan, events, empty)
+    record = ApplyRecord(
+        batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
+        ingest_batches=[], events_snapshots={}, read_snapshots={}, written={},
+    )
+    return sum(write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps}).values())
+
+
+def add_view(spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str) -> Compilation:
+    ensure_views_table(spark, settings)
+    ensure_applies_table(spark, settings)
+    with catalog_lock(settings, f"view add {name}"):
+        views = registered_views(spark, settings)
+        if any(v.name == name for v in views):
+            raise ViewError(f"a view named {name} is already registered (cumulus view show {name})")
+        new = RegisteredView(name, sql, len(views), 0, None)
+        compiled = compile_registered(schema, views + [new])  # refuses unsupported SQL here
+        before = compile_registered(schema, views).maps if views else {}
+        epoch = current_epoch(spark, settings)
+        if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
+            raise ViewError(
+                f"epoch {epoch} already has applied batches; close it first (cumulus epoch close), "
+                "then add the view: it is back-filled from the closed state"
+            )
+        plan = batch_plan(compiled)
+        added = [m for m in compiled.maps if m not in before]
+        for m in added:
+            create_map_table(spark, settings, compiled.checked.maps[m])
+        closed = latest_closed_epoch(spark, settings)
+        if f"backfill-{name}" not in set().union(*(committed_batches(spark, map_table(settings, m)) for m in added)):
+            rows = backfill(spark, settings, plan, added, name, closed)
+            log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), rows, closed)
+        if closed is not None:
+            for m in added:
+                spark.sql(f"ALTER TABLE {map_table(settings, m)} CREATE OR REPLACE TAG `{tag_name(closed)}`")
+        row = (name, sql, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
+        spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
+        return compiled
+
+
+

@@ -1,0 +1,156 @@
+"""The read API (the paper's Figure 3) over PyIceberg, without a JVM.
+
+    READ_SLICE(map, k1, ..., kn)   entries matching the given keys (None: any), on main:
+                                   every applied delta, fresh, eventually consistent
+    READ_SUM / READ_MIN / READ_MAX the slice's values pre-aggregated
+    READ_STABLE(map, agg, keys...) the same at the latest closed epoch's tag `epoch-N`
+                                   (or a given epoch): consistent
+    read_view(name)                a view's rows exactly as its SQL would give them
+
+Map tables hold delta rows between closes, so every read sums the rows of each key and
+drops the keys whose sum is zero."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from cumulus.config import Settings
+from cumulus.errors import CumulusError
+from cumulus.output import sort_key
+
+
+class ReadError(CumulusError):
+    """A read names an unknown map, view or epoch."""
+
+
+@dataclass(frozen=True)
+class At:
+    """Which state to read: main (None) or a closed epoch's tag."""
+
+    epoch: int | None = None
+
+    @property
+    def tag(self) -> str | None:
+        return None if self.epoch is None else f"epoch-{self.epoch}"
+
+
+class Reader:
+    def __init__(self, settings: Settings):
+        from cumulus.store.catalog import pyiceberg_catalog
+
+        self.settings = settings
+        self.catalog = pyiceberg_catalog(settings)
+
+    # -- metadata
+    @cached_property
+    def compilation(self):
+        from cumulus.engine.registry import compile_registered, registered_views
+        from cumulus.store.home import load_home_schema
+
+        views = registered_views(self.catalog, self.settings)
+        if not views:
+            raise ReadError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
+        return compile_registered(load_home_schema(self.settings), views)
+
+    def latest_epoch(self) -> int:
+        from cumulus.engine.views import latest_closed_epoch
+
+        epoch = latest_closed_epoch(self.catalog, self.settings)
+        if epoch is None:
+            raise ReadError("no epoch has been closed yet: there is no stable snapshot (cumulus epoch close)")
+        return epoch
+
+    def stable(self, epoch: int | None = None) -> At:
+        return At(self.latest_epoch() if epoch is None else epoch)
+
+    # -- maps
+    def entries(self, name: str, keys: Sequence[Any] = (), at: At = At()) -> dict[tuple, Any]:
+        """Entries of a map matching `keys` (a prefix of its keys; None is a wildcard)."""
+        from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+
+        info = self.compilation.checked.maps.get(name)
+        if info is None:
+            raise ReadError(f"unknown map {name}")
+        if len(keys) > info.arity:
+            raise ReadError(f"map {name} has {info.arity} keys ({', '.join(info.key_names)}); got {len(keys)}")
+        table = self.catalog.load_table(f"maps.{name}")
+        snapshot_id = None
+        if at.tag is not None:
+            snap = table.snapshot_by_name(at.tag)
+            if snap is None:
+                raise ReadError(f"map {name} has no tag {at.tag} (epochs close into tags; see cumulus epoch status)")
+            snapshot_id = snap.snapshot_id
+        expr = AlwaysTrue()
+        for key_name, value in zip(info.key_names, keys, strict=False):
+            if value is not None:
+                term = EqualTo(key_name, value)
+                expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
+        rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*info.key_names, "value")).to_arrow()
+        totals: dict[tuple, Any] = {}
+        columns = [rows.column(k).to_pylist() for k in info.key_names]
+        for i, value in enumerate(rows.column("value").to_pylist()):
+            key = tuple(c[i] for c in columns)
+            totals[key] = totals.get(key, 0) + value
+        return {k: _typed(v, info.type) for k, v in totals.items() if v != 0}
+
+    def read_slice(self, name: str, *keys: Any, at: At = At()) -> dict[tuple, Any]:
+        return self.entries(name, keys, at)
+
+    def read_sum(self, name: str, *keys: Any, at: At = At()):
+        return sum(self.entries(name, keys, at).values())
+
+    def read_min(self, name: str, *keys: Any, at: At = At()):
+        values = self.entries(name, keys, at).values()
+        return min(values) if values else None
+
+    def read_max(self, name: str, *keys: Any, at: At = At()):
+        values = self.entries(name, keys, at).values()
+        return max(values) if values else None
+
+    def read_stable(self, name: str, agg: str = "slice", *keys: Any, epoch: int | None = None):
+        reads = {"slice": self.read_slice, "sum": self.read_sum, "min": self.read_min, "max": self.read_max}
+        if agg not in reads:
+            raise ReadError(f"unknown aggregate {agg!r} (slice, sum, min, max)")
+        return reads[agg](name, *keys, at=self.stable(epoch))
+
+    # -- views
+    def view_columns(self, name: str) -> tuple[str, ...]:
+        return self._plan(name).column_names
+
+    def read_view(self, name: str, at: At = At(), where: dict[str, Any] | None = None) -> list[tuple]:
+        """A view's rows, columns in SELECT order, sorted; `where` keeps rows whose named
+        columns equal the given values."""
+        from cumulus.sql.views import view_rows
+
+        plan = self._plan(name)
+        rows = view_rows(plan, lambda m: self.entries(m, (), at))
+        if where:
+            index = {c: i for i, c in enumerate(plan.column_names)}
+            unknown = sorted(set(where) - set(index))
+            if unknown:
+                raise ReadError(f"view {name} has no column {', '.join(unknown)} (columns: {', '.join(plan.column_names)})")
+            rows = [r for r in rows if all(_text(r[index[c]]) == _text(v) for c, v in where.items())]
+        return sorted(rows, key=sort_key)
+
+    def _plan(self, name: str):
+        plan = self.compilation.views.get(name)
+        if plan is None:
+            raise ReadError(f"unknown view {name} (views: {', '.join(self.compilation.views) or 'none'})")
+        return plan
+
+
+def _typed(value, type_: str):
+    from decimal import Decimal
+
+    if type_ == "decimal" and isinstance(value, Decimal):  # DECIMAL(38,6) without its trailing zeros
+        return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+    return value
+
+
+def _text(value) -> str:
+    from cumulus.output import text
+
+    return text(value)

@@ -1,0 +1,66 @@
+"""Map tables (`maps.<map>`): key columns, `value`, and the version of the delta that
+wrote the row (`epoch`, `source_id`, `seq`). Apply appends deltas; the epoch close
+consolidates each touched entry into one row carrying the epoch it closes (source_id 0).
+Partitioned on the first key (the key programs look entries up by), sorted by the keys
+inside files, so a batch reads only the files its keys can be in."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.evaluate import MAX_SCALE
+from cumulus.m3.validate import MapInfo
+from cumulus.store.tables import MAPS, qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+VERSION_COLUMNS = (("epoch", "BIGINT"), ("source_id", "INT"), ("seq", "BIGINT"))
+CONSOLIDATED_SOURCE = 0  # source_id of rows written by the epoch close
+BUCKETS = 8
+
+_SQL_TYPES = {
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "decimal": f"DECIMAL(38,{MAX_SCALE})",
+    "string": "STRING",
+    "date": "DATE",
+    "bool": "BOOLEAN",
+}
+
+
+def map_table(settings: Settings, name: str) -> str:
+    return qualified(settings, MAPS, name)
+
+
+def map_columns(info: MapInfo) -> list[tuple[str, str]]:
+    keys = [(k, _SQL_TYPES[t]) for k, t in zip(info.key_names, info.key_types, strict=True)]
+    return keys + [("value", _SQL_TYPES[info.type])] + list(VERSION_COLUMNS)
+
+
+def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> bool:
+    """Create `maps.<name>` if missing, with one empty snapshot so it can be read and
+    tagged before its first delta. True when it was created."""
+    table = map_table(settings, info.name)
+    if spark.catalog.tableExists(table):
+        return False
+    cols = ", ".join(f"`{c}` {t}" for c, t in map_columns(info))
+    partition = f" PARTITIONED BY (bucket({BUCKETS}, `{info.key_names[0]}`))" if info.key_names else ""
+    spark.sql(
+        f"CREATE TABLE {table} ({cols}) USING iceberg{partition} "
+        "TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash')"
+    )
+    if info.key_names:
+        spark.sql(f"ALTER TABLE {table} WRITE ORDERED BY {', '.join(f'`{k}`' for k in info.key_names)}")
+    # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does not).
+    spark.createDataFrame([], ", ".join(f"`{c}` {t}" for c, t in map_columns(info))).writeTo(table).append()
+    return True
+
+
+def current_snapshot(spark: SparkSession, table: str) -> int | None:
+    """The table's current snapshot id (None before its first commit)."""
+    from cumulus.store.commit import table_metadata
+
+    snap = table_metadata(spark, table).get("current-snapshot-id")
+    return None if snap in (None, -1) else int(snap)

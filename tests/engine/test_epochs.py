@@ -1,0 +1,96 @@
+"""The engine end to end on the embedded default: init, view add, several epochs of
+ingest from two sources (the lower priority one after the other) and epoch close over
+the DBToaster TPC-H stream with deletes; after every close each view read at its tag
+equals DuckDB over the rows alive then, and the reference interpreter."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from oracle import DuckOracle, assert_view_equals_sql
+
+from cumulus.config import load_settings
+from cumulus.engine.close import close_epoch
+from cumulus.engine.registry import batch_plan
+from cumulus.engine.views import add_view
+from cumulus.ingest.dbtoaster import read_stream
+from cumulus.ingest.job import ingest_files
+from cumulus.ingest.sources import add_source
+from cumulus.ingest.synthetic import format_value
+from cumulus.m3.interpreter import Interpreter
+from cumulus.read import Reader
+from cumulus.schema import load_schema
+from cumulus.store.home import init_home
+from cumulus.store.ledger import ledger_row
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+STREAM = REPO.parent / "shared" / "data" / "dbtoaster" / "tpch" / "standard_del"
+TPCH = FIXTURES / "schemas" / "tpch.sql"
+VIEWS = ["revenue_by_nation_part", "customer_order_extremes", "orders_overall", "same_nation_customers"]
+SOURCE_A = {"orders", "customer", "nation", "region"}  # priority 1; the rest goes to source b
+_homes = itertools.count(1)
+
+
+def new_home(root: Path, catalog: str):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\n')
+    return load_settings(root)
+
+
+def write_epoch_files(rows, folder: Path, relations: set[str]) -> Path:
+    """The stream rows of some relations, in DBToaster format (order|flag|values)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by_rel: dict[str, list[str]] = {}
+    for r in rows:
+        if r.event.relation in relations:
+            flag = "1" if r.event.sign == "+" else "0"
+            by_rel.setdefault(r.event.relation, []).append(
+                "|".join([str(max(r.order, 0)), flag, *map(format_value, r.event.values)])
+            )
+    for rel, lines in by_rel.items():
+        (folder / f"{rel}.csv").write_text("".join(line + "\n" for line in lines))
+    return folder
+
+
+@pytest.mark.e2e
+def test_epochs_over_the_tpch_stream_equal_duckdb_and_the_interpreter(spark, tmp_path) -> None:
+    settings = new_home(tmp_path / "home", f"eng{next(_homes)}")
+    init_home(spark, settings, TPCH)
+    add_source(settings, "a", 1)
+    add_source(settings, "b", 2)
+    schema = load_schema(TPCH)
+    for name in VIEWS:
+        compiled = add_view(spark, settings, schema, name, (FIXTURES / "views" / "tpch" / f"{name}.sql").read_text())
+    plan = batch_plan(compiled)
+    interp = Interpreter(compiled.checked)
+    stream = read_stream(STREAM, schema)
+    cuts = [0, len(stream) // 3, len(stream)]  # two epochs
+    alive: dict[str, list[tuple]] = {}
+    reader = Reader(settings)
+    for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
+        rows = stream[lo:hi]
+        folder = tmp_path / f"epoch{epoch}"
+        ingest_files(spark, settings, "a", [write_epoch_files(rows, folder / "a", SOURCE_A)], fmt="dbtoaster")
+        others = {r.name for r in schema.relations} - SOURCE_A
+        ingest_files(spark, settings, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
+        metrics = close_epoch(spark, settings, plan, epoch)
+        assert ledger_row(spark, settings, epoch).state == "closed"
+        assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
+        for r in rows:
+            interp.process(r.event)
+            bag = alive.setdefault(r.event.relation, [])
+            bag.append(r.event.values) if r.event.sign == "+" else bag.remove(r.event.values)
+        oracle = DuckOracle(schema, alive)
+        at = reader.stable(epoch)
+        for name in VIEWS:
+            stable = reader.read_view(name, at)
+
+            at_tag = SimpleNamespace(entries=lambda m, at=at: reader.entries(m, (), at))
+            assert_view_equals_sql(compiled, name, at_tag, oracle, f"epoch {epoch}")
+            assert len(stable) == len(oracle.query(compiled.views[name].sql))
+        for m in compiled.maps:
+            assert reader.entries(m, (), at) == {k: v for k, v in interp.entries(m).items()}, m
