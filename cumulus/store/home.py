@@ -97,14 +97,12 @@ def init_home(spark: SparkSession, settings: Settings, schema_file: str | Path) 
 
 def _difference(old: Schema, new: Schema) -> str:
     old_names, new_names = set(old.names), set(new.names)
-    if old_names != new_names:
-        parts = []
-        if new_names - old_names:
-            parts.append("new relations " + ", ".join(sorted(new_names - old_names)))
-        if old_names - new_names:
-            parts.append("missing relations " + ", ".join(sorted(old_names - new_names)))
-        return "; ".join(parts)
-    for rel in new.relations:
-        if rel != old.relation(rel.name):
-            return f"relation {rel.name} differs"
-    return "the relations are declared in another order"
+    parts = []
+    if new_names - old_names:
+        parts.append("new relations " + ", ".join(sorted(new_names - old_names)))
+    if old_names - new_names:
+        parts.append("missing relations " + ", ".join(sorted(old_names - new_names)))
+    changed = [r.name for r in new.relations if r.name in old_names and r != old.relation(r.name)]
+    if changed:
+        parts.append("relation(s) " + ", ".join(changed) + " differ")
+    return "; ".join(parts) or "the relations are declared in another order"

@@ -1,0 +1,114 @@
+"""Home init and the ledger: tables typed from the DDL, init idempotent, another schema
+refused, epochs moving through their states (read back with Spark and PyIceberg), fold
+refusing an open epoch and folding later epochs on top of base.*."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conftest import SHOP, base, write, write_home
+
+from cumulus.cli import main
+from cumulus.errors import SchemaError, StoreError
+from cumulus.ingest.job import ingest_files
+from cumulus.schema import load_schema
+from cumulus.store import ledger
+from cumulus.store.catalog import pyiceberg_catalog
+from cumulus.store.fold import fold_epoch, folded_through
+from cumulus.store.home import init_home, load_home_schema
+from cumulus.store.tables import NAMESPACES
+
+
+def test_init_creates_typed_tables_and_is_idempotent(spark, new_home, tmp_path):
+    settings = new_home()
+    cat = settings.catalog
+    assert {r.namespace for r in spark.sql(f"SHOW NAMESPACES IN {cat}").collect()} >= set(NAMESPACES)
+    columns = {r.col_name: r.data_type for r in spark.sql(f"DESCRIBE TABLE {cat}.events.orders").collect()}
+    assert list(columns)[:12] == [
+        "o_id", "o_cust", "o_total", "o_date", "o_note",
+        "op", "epoch", "source_id", "seq", "ingested_at", "file", "batch_id",
+    ]
+    assert (columns["o_id"], columns["o_total"], columns["o_date"], columns["op"]) == (
+        "bigint", "decimal(10,2)", "date", "int",
+    )
+    assert "epoch" in {r.col_name for r in spark.sql(f"DESCRIBE TABLE {cat}.events.orders").collect()[12:]}
+    base_cols = [r.col_name for r in spark.sql(f"DESCRIBE TABLE {cat}.base.items").collect()]
+    assert base_cols[:5] == ["i_order", "i_qty", "i_price", "i_gift", "mult"]
+    for name in ("files", "quarantine", "ledger"):
+        spark.table(f"{cat}.cumulus.{name}")
+    assert (settings.home / "schema.sql").read_text() == SHOP.read_text()
+    assert load_home_schema(settings) == load_schema(SHOP)
+
+    again = init_home(spark, settings, SHOP)
+    assert not again.created and again.epoch == 1
+    assert [r.epoch for r in ledger.ledger_rows(spark, settings)] == [1]
+
+    other = write(tmp_path / "other.sql", "CREATE TABLE orders (o_id INT);\n")
+    with pytest.raises(StoreError, match=r"initialized with another schema.*missing relations items; relation\(s\) orders differ"):
+        init_home(spark, settings, other)
+    reserved = write(tmp_path / "reserved.sql", "CREATE TABLE t (seq INT);\n")
+    with pytest.raises(SchemaError, match="t.seq uses a name Cumulus reserves"):
+        init_home(spark, write_home(tmp_path / "h2", "ingr"), reserved)
+
+
+def test_cli_init(spark, tmp_path, capsys):
+    settings = write_home(tmp_path / "cli-home", "ingcli")
+    try:
+        assert main(["--home", str(settings.home), "init", "--schema", str(SHOP)]) == 0
+        assert "initialized" in capsys.readouterr().out
+        assert main(["--home", str(settings.home), "init", "--schema", str(SHOP)]) == 0
+        assert "same schema" in capsys.readouterr().out
+        other = write(tmp_path / "other.sql", "CREATE TABLE x (a INT);\n")
+        assert main(["--home", str(settings.home), "init", "--schema", str(other)]) == 2
+        assert "another schema" in capsys.readouterr().err
+    finally:
+        spark.conf.set("spark.sql.defaultCatalog", "cumulus")
+
+
+def test_ledger_transitions(spark, new_home):
+    settings = new_home()
+    assert ledger.current_epoch(spark, settings) == 1
+    with pytest.raises(StoreError, match="epoch 1 is open; it cannot become published"):
+        ledger.transition(spark, settings, 1, ledger.PUBLISHED)
+    with pytest.raises(StoreError, match="not ledger fields: colour"):
+        ledger.transition(spark, settings, 1, ledger.APPLIED, colour="red")
+    ledger.transition(spark, settings, 1, ledger.APPLIED, events=3)
+    assert ledger.current_epoch(spark, settings) == 2
+    closed = ledger.transition(
+        spark, settings, 1, ledger.CLOSED, snapshots={"base.orders": 12}, metrics={"seconds": 1.5}
+    )
+    assert closed.closed_at is not None and closed.events == 3
+    ledger.transition(spark, settings, 1, ledger.FAILED, validation="failed", validation_detail="q1 differs")
+    ledger.transition(spark, settings, 1, ledger.PUBLISHED, validation="passed")
+    for reader in (spark, pyiceberg_catalog(settings)):
+        rows = ledger.ledger_rows(reader, settings)
+        assert [(r.epoch, r.state) for r in rows] == [(1, ledger.PUBLISHED), (2, ledger.OPEN)]
+        assert rows[0].snapshots == {"base.orders": 12} and rows[0].metrics == {"seconds": 1.5}
+        assert rows[0].validation == "passed" and rows[0].published_at is not None
+        assert ledger.current_epoch(reader, settings) == 2
+
+
+def test_fold_across_epochs(spark, new_home, tmp_path):
+    settings = new_home()
+    items = load_schema(SHOP).relation("items")
+
+    def batch(name, lines):
+        return ingest_files(spark, settings, "a", [write(tmp_path / f"{name}.csv", "op,i_order,i_qty,i_price,i_gift\n" + lines)], relation="items")
+
+    batch("e1", "+,1,1,1.0,true\n+,1,1,1.0,true\n+,2,\\N,2.0,\\N\n+,3,1,1.0,false\n")
+    with pytest.raises(StoreError, match="epoch 1 is still open"):
+        fold_epoch(spark, settings, 1)
+    ledger.transition(spark, settings, 1, ledger.APPLIED)
+    fold_epoch(spark, settings, 1)
+    assert base(spark, settings, items) == Counter({(1, 1, 1.0, True): 2, (2, None, 2.0, None): 1, (3, 1, 1.0, False): 1})
+    # Epoch 2: one copy of 1 deleted, 2 (with NULLs) deleted, 3 deleted and inserted again, 4 new.
+    batch("e2", "-,1,1,1.0,true\n-,2,\\N,2.0,\\N\n-,3,1,1.0,false\n+,3,1,1.0,false\n+,4,1,1.0,true\n")
+    ledger.transition(spark, settings, 2, ledger.APPLIED)
+    # Epoch 3 stays empty; folding it catches up epoch 2 as well.
+    ledger.transition(spark, settings, 3, ledger.APPLIED)
+    results = fold_epoch(spark, settings, 3)
+    assert (results["items"].from_epoch, results["items"].epoch) == (2, 3)
+    assert base(spark, settings, items) == Counter({(1, 1, 1.0, True): 1, (3, 1, 1.0, False): 1, (4, 1, 1.0, True): 1})
+    assert folded_through(spark, settings, "items") == 3
+    assert not fold_epoch(spark, settings, 2)["items"].folded  # already folded
