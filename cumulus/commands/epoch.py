@@ -33,6 +33,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_close(args: argparse.Namespace) -> int:
+    from cumulus.commands.views import engine_plan
+    from cumulus.engine.close import close_epoch
+    from cumulus.store.ledger import current_epoch
+
+    settings, spark, plan = engine_plan(args)
+    epoch = args.epoch or current_epoch(spark, settings)
+    metrics = close_epoch(spark, settings, plan, epoch)
+    sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
+    sys.stdout.write(render(list(metrics), [tuple(metrics.values())], args.format))
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("epoch", help="epochs: the ledger")
     sub = p.add_subparsers(dest="epoch_command", metavar="SUBCOMMAND")
@@ -40,3 +53,12 @@ def register(subparsers) -> None:
     st = sub.add_parser("status", help="the open epoch and every ledger row")
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
+    close = sub.add_parser(
+        "close",
+        help="seal the open epoch, apply what is pending, repair, consolidate, fold, tag epoch-N",
+        description="Close an epoch: afterwards every map and base table carries the tag "
+        "epoch-N and the ledger row says closed. Safe to rerun after a crash.",
+    )
+    close.add_argument("--epoch", type=int, help="the epoch (default: the open one)")
+    close.add_argument("--format", choices=FORMATS, default="table")
+    close.set_defaults(func=cmd_close)

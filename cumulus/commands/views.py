@@ -22,6 +22,17 @@ def _engine(args):
     return settings, spark, load_home_schema(settings)
 
 
+def engine_plan(args):
+    """Settings, a Spark session and the batch plan of the registered views."""
+    from cumulus.engine.registry import batch_plan, compile_registered, registered_views
+
+    settings, spark, schema = _engine(args)
+    views = registered_views(spark, settings)
+    if not views:
+        raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
+    return settings, spark, batch_plan(compile_registered(schema, views))
+
+
 def cmd_view_add(args: argparse.Namespace) -> int:
     from cumulus.commands.m3 import read_text
     from cumulus.engine.views import add_view
@@ -64,16 +75,11 @@ def cmd_view_show(args: argparse.Namespace) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from cumulus.engine.apply import apply_source
-    from cumulus.engine.registry import batch_plan, compile_registered, registered_views
     from cumulus.ingest.sources import get_source
     from cumulus.store.ledger import current_epoch
 
-    settings, spark, schema = _engine(args)
+    settings, spark, plan = engine_plan(args)
     source = get_source(settings, args.source)
-    views = registered_views(spark, settings)
-    if not views:
-        raise CumulusError("no view is registered: nothing to apply (cumulus view add NAME VIEW.sql)")
-    plan = batch_plan(compile_registered(schema, views))
     epoch = args.epoch or current_epoch(spark, settings)
     record = apply_source(spark, settings, plan, epoch, source.priority)
     if record is None:

@@ -225,12 +225,10 @@ def write_deltas(
             F.lit(record.epoch).cast("bigint").alias("epoch"),
             F.lit(record.source_id).cast("int").alias("source_id"),
             F.lit(record.seq_max).cast("bigint").alias("seq"),
-        ).localCheckpoint()
-        n = rows.count()
-        if n == 0:
-            continue
+        )
         rows.writeTo(table).options(**write_options({APPLY_BATCH: record.batch_id, "cumulus.epoch": record.epoch})).append()
-        counts[name] = n
+        mine = [s for s in snapshots(spark, table) if s.summary.get(APPLY_BATCH) == record.batch_id]
+        counts[name] = int(mine[-1].summary.get("added-records", 0)) if mine else 0
         fault_point("apply.after-map-commit")
     return counts
 
