@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import operator
 import re
 from collections.abc import Iterator
 from decimal import Decimal
@@ -64,7 +65,8 @@ class Codec:
         self.from_value = [value_converter(c) for c in relation.columns]
 
     def texts(self, fields: list[str]) -> tuple:
-        return tuple(conv(text) for conv, text in zip(self.from_text, fields, strict=True))
+        """Typed values of a row of text fields (as many as the relation has columns)."""
+        return tuple(map(operator.call, self.from_text, fields))
 
 
 def codecs(schema: Schema) -> dict[str, Codec]:

@@ -244,3 +244,16 @@ def test_every_reason_is_documented():
         "column_count", "bad_value", "unknown_relation", "missing_field", "unknown_field",
         "not_null", "bad_op", "malformed", "not_alive",
     }
+
+
+def test_static_dbtoaster_files_are_units_of_their_own_before_the_stream(tmp_path):
+    write(tmp_path / "orders.csv", "1|1|1|7|1.5|2024-01-01|a\n")  # events
+    write(tmp_path / "items.tbl", "1|2|0.5|true|\n")  # static, dbgen-style trailing |
+    write(tmp_path / "later" / "orders.dat", "2|7|1.5|2024-01-01|b\n")  # static
+    files, units = make_units(plan_files([tmp_path], None, None, SCHEMA))
+    assert [(u.interleave, [f.path.rsplit("/", 1)[1] for f in u.files]) for u in units] == [
+        (False, ["items.tbl"]),
+        (True, ["orders.csv"]),
+        (False, ["orders.dat"]),
+    ]
+    assert [f.unit for f in files] == [0, 2, 1]  # files keep their batch (path) order
