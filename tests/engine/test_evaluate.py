@@ -72,11 +72,13 @@ def normalize(entries):
     return {tuple(k): (Decimal(v).normalize() if isinstance(v, Decimal) else v) for k, v in entries.items()}
 
 
-@pytest.mark.parametrize("views,n_batches", [(SIMPLE_VIEWS[2:4], 1), (SIMPLE_VIEWS[:2] + SIMPLE_VIEWS[4:], 2)], ids=["self-joins", "chain-cycle-filter"])
+@pytest.mark.parametrize(
+    "views,n_batches", [(SIMPLE_VIEWS[2:4], 1), (SIMPLE_VIEWS[:2] + SIMPLE_VIEWS[4:], 2)], ids=["self-joins", "chain-cycle-filter"]
+)
 def test_compiled_views_in_batches_equal_the_interpreter(spark, views, n_batches) -> None:
     compiled = compile_views(SIMPLE, views)
     plan = plan_from_compilation(compiled.checked, compiled.batch)
-    events = generate_events(SIMPLE, 120, seed=n_batches, domain=3, delete_ratio=0.3)
+    events = generate_events(SIMPLE, 90, seed=n_batches, domain=3, delete_ratio=0.3)
     got = run_in_batches(spark, plan, SIMPLE, events, n_batches)
     want = Interpreter(compiled.checked).run(events)
     for m in compiled.maps:
