@@ -1,5 +1,7 @@
 """The parse stage of the ingest job: units of input files become one wide Spark
-DataFrame, parsed in parallel by Python tasks (`mapInArrow`, one unit per task).
+DataFrame, parsed in parallel by Python tasks (`mapInArrow`, one unit per task). A file
+of valid inserts in CSV, static DBToaster or Parquet is converted by Arrow in one go
+(fastpath.py); everything else, and every file with a doubt, row by row (formats.py).
 
 Every record is one row: working columns (`__unit`, `__pos`, `__file`, `__line`,
 `__relation`, `__op`, `__reason`, `__detail`, `__raw`) and, for every relation R and
@@ -134,11 +136,19 @@ def make_parser(units: list[Unit], schema: Schema):
     """The mapInArrow function: reads unit ids, yields the units' records."""
 
     def parse(batches):
+        from cumulus.ingest.fastpath import fast_batches
+
         codec_map = codecs(schema)
         target = arrow_schema(schema)
         for batch in batches:
             for unit_id in batch.column(0).to_pylist():
                 unit = units[unit_id]
+                relation = unit.files[0].relation
+                if relation in codec_map:
+                    fast = fast_batches(unit, codec_map[relation], target, schema.names.index(relation), len(META))
+                    if fast is not None:
+                        yield from fast
+                        continue
                 buf: list[tuple[int, int, Record]] = []
                 for item in unit_records(unit, schema, codec_map):
                     buf.append(item)
