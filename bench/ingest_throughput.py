@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "ingest.md"))
     parser.add_argument("--keep", help="keep the generated data and homes in this folder")
     args = parser.parse_args(argv)
+    args.load = os.getloadavg()[0]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -134,7 +135,8 @@ def render(args, results) -> str:
         "",
         f"`bench/ingest_throughput.py --scale {args.scale} --parts {args.parts} --master {args.master}`, "
         f"{dt.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}.",
+        f"Python {platform.python_version()}; load average {args.load:.1f} when it started "
+        "(other jobs share the machine when it is above 0).",
         "",
         "TPC-H data from `tpchgen-cli` (all eight tables), one batch per format into a fresh "
         "home: parse + validate + version + Iceberg appends (one per table) + manifest, "

@@ -34,8 +34,9 @@ INSERT_OPS = {"", "+", "+1", "1", "insert", "i"}
 BATCH = 65536
 
 
-def fast_batches(unit: Unit, codec: Codec, target: pa.Schema, relation_index: int, meta_count: int) -> list[pa.RecordBatch] | None:
-    """The unit's rows as wide record batches, or None when the fast path does not apply."""
+def fast_batches(unit: Unit, codec: Codec, target: pa.Schema) -> list[pa.RecordBatch] | None:
+    """The unit's rows as record batches of `target` (the working columns, then the
+    relation's), or None when the fast path does not apply."""
     if unit.interleave or len(unit.files) != 1:
         return None
     file = unit.files[0]
@@ -55,7 +56,7 @@ def fast_batches(unit: Unit, codec: Codec, target: pa.Schema, relation_index: in
         return None
     if any(c is None for c in columns):
         return None
-    return _wide(unit.index, file.index, codec, columns, first_line, target, relation_index, meta_count)
+    return _batches(unit.index, file.index, codec, columns, first_line, target)
 
 
 def _count_lines(data: bytes) -> tuple[int, bool]:
@@ -232,16 +233,15 @@ def _convert(arr, col: Column):
     return out
 
 
-def _wide(unit: int, file_index: int, codec: Codec, columns, first_line: int, target, relation_index: int, meta_count: int):
+def _batches(unit: int, file_index: int, codec: Codec, columns, first_line: int, target):
     import numpy as np
     import pyarrow as pa
 
     n = len(columns[0])
-    offset = _relation_offset(target, meta_count, relation_index, codec)
     batches = []
     for start in range(0, n, BATCH):
         size = min(BATCH, n - start)
-        arrays = [
+        meta = [
             pa.array(np.full(size, unit, dtype=np.int32)),
             pa.array(np.arange(start, start + size, dtype=np.int64)),
             pa.array(np.full(size, file_index, dtype=np.int32)),
@@ -252,20 +252,6 @@ def _wide(unit: int, file_index: int, codec: Codec, columns, first_line: int, ta
             pa.nulls(size, pa.string()),
             pa.nulls(size, pa.string()),
         ]
-        assert len(arrays) == meta_count
-        for i in range(meta_count, len(target)):
-            k = i - offset
-            if 0 <= k < codec.relation.arity:
-                arrays.append(columns[k].slice(start, size))
-            else:
-                arrays.append(pa.nulls(size, target.field(i).type))
-        batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
+        values = [c.slice(start, size) for c in columns]
+        batches.append(pa.RecordBatch.from_arrays(meta + values, schema=target))
     return batches
-
-
-def _relation_offset(target, meta_count: int, relation_index: int, codec: Codec) -> int:
-    prefix = f"v{relation_index}_"
-    for i in range(meta_count, len(target)):
-        if target.field(i).name.startswith(prefix):
-            return i
-    raise AssertionError(f"no columns for relation {codec.relation.name}")

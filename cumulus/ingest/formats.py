@@ -141,6 +141,32 @@ def _unknown_relation(name: str | None, line: int, raw: str, path: Path) -> Reco
 # ------------------------------------------------------------------ DBToaster
 
 
+def _dbtoaster_fields(text: str, arity: int) -> tuple[list[str], int]:
+    """The fields of a DBToaster line and its place in the stream: -1 for a static row,
+    the event-order number for an event row, 0 when the line has neither shape. Depends
+    on the line's shape only, never on its values (see dbtoaster_orders)."""
+    fields = text.split("|" if "|" in text else ",")
+    if len(fields) == arity + 1 and fields[-1] == "":
+        fields = fields[:-1]  # dbgen-style trailing separator
+    if len(fields) == arity:
+        return fields, STATIC_ORDER
+    if len(fields) == arity + 2:
+        try:
+            return fields, int(fields[0])
+        except ValueError:
+            return fields, 0
+    return fields, 0
+
+
+def dbtoaster_orders(path: str | Path, arity: int) -> Iterator[tuple[int, int]]:
+    """(line, order) of every row of a DBToaster file, without reading its values: what
+    read_dbtoaster would give as `line` and `order` (used to place a folder's other files
+    when one relation's rows are parsed)."""
+    for number, text, valid in _lines(Path(path)):
+        if text:
+            yield number, (_dbtoaster_fields(text, arity)[1] if valid else 0)
+
+
 def read_dbtoaster(
     path: Path, schema: Schema, relation: str | None, codec_map: dict[str, Codec]
 ) -> Iterator[Record]:
@@ -154,18 +180,17 @@ def read_dbtoaster(
         if codec is None:
             yield _unknown_relation(relation or Path(path).name.split(".", 1)[0], number, text, path)
             continue
-        fields = text.split("|" if "|" in text else ",")
         arity = codec.relation.arity
-        if len(fields) == arity + 1 and fields[-1] == "":
-            fields = fields[:-1]  # dbgen-style trailing separator
+        fields, order = _dbtoaster_fields(text, arity)
         try:
             if len(fields) == arity:
-                yield Record(codec.relation.name, 1, codec.texts(fields), number, None, order=STATIC_ORDER)
+                yield Record(codec.relation.name, 1, codec.texts(fields), number, None, order=order)
             elif len(fields) == arity + 2:
-                try:
-                    order = int(fields[0])
-                except ValueError:
-                    raise Rejected("malformed", f"the event-order number {fields[0]!r} is not an integer") from None
+                if order == 0 and fields[0].strip() != "0":
+                    try:
+                        int(fields[0])
+                    except ValueError:
+                        raise Rejected("malformed", f"the event-order number {fields[0]!r} is not an integer") from None
                 if fields[1] not in ("0", "1"):
                     raise Rejected("bad_op", f"the operation flag {fields[1]!r} is neither 1 (insert) nor 0 (delete)")
                 op = 1 if fields[1] == "1" else -1
@@ -178,7 +203,7 @@ def read_dbtoaster(
                     f"(or {arity + 2} with the event-order number and operation flag)",
                 )
         except Rejected as rej:
-            yield Record(codec.relation.name, 0, None, number, text, rej.reason, rej.detail)
+            yield Record(codec.relation.name, 0, None, number, text, rej.reason, rej.detail, order=order)
 
 
 # ------------------------------------------------------------------ JSON Lines

@@ -26,6 +26,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ from cumulus.errors import IngestError
 from cumulus.ingest.faults import fault_point
 from cumulus.ingest.formats import FORMATS
 from cumulus.ingest.liveness import not_alive
-from cumulus.ingest.parse import parse_units, relation_rows
+from cumulus.ingest.parse import META_NAMES, parse_relation, relation_rows
 from cumulus.ingest.plan import InputFile, make_units, plan_files
 from cumulus.ingest.report import IngestReport
 from cumulus.ingest.sources import Source, get_source
@@ -194,9 +195,16 @@ def _ingest_new(
 
     phase = time.perf_counter()
     log.info("%s: parsing %d file(s) in %d unit(s)", ctx, len(files), len(units))
-    parsed = parse_units(spark, units, schema).persist()
+    passes: dict[str | None, DataFrame] = {}  # relation (None: no relation) -> its records
+    for name in [*schema.names, None]:
+        records = parse_relation(spark, units, schema, name)
+        if records is not None:
+            passes[name] = records.persist()
+    everything = reduce(
+        lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()]
+    )
     stats = (
-        parsed.groupBy("__file", "__relation", "__reason", "__op")
+        everything.groupBy("__file", "__relation", "__reason", "__op")
         .agg(F.count("*").alias("n"), F.min("__pos").alias("lo"), F.max("__pos").alias("hi"))
         .collect()
     )
@@ -224,7 +232,7 @@ def _ingest_new(
         done = folded_through(spark, settings, rel.name)
         events = spark.table(events_table(settings, rel.name)).where(F.col("epoch") > done)
         rejected = not_alive(
-            relation_rows(parsed, schema, rel), rel, spark.table(base_table(settings, rel.name)), events
+            relation_rows(passes[rel.name], rel), rel, spark.table(base_table(settings, rel.name)), events
         ).persist()
         for r in rejected.groupBy("__file").count().collect():
             dead_counts[(r["__file"], rel.name)] = r["count"]
@@ -268,7 +276,7 @@ def _ingest_new(
         "__file INT, __path STRING, __checksum STRING, __unit_of_file INT, __ubase BIGINT",
     )
     if report.rejected:
-        _write_quarantine(spark, settings, parsed, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props)
+        _write_quarantine(spark, settings, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props)
         fault_point("after-quarantine")
     if not report.failed:
         written = 0
@@ -279,7 +287,7 @@ def _ingest_new(
             if written:
                 fault_point("between-relations")
             phase = time.perf_counter()
-            rows = relation_rows(parsed, schema, rel)
+            rows = relation_rows(passes[rel.name], rel)
             if rel.name in dead:
                 rows = rows.join(dead[rel.name].select("__unit", "__pos"), ["__unit", "__pos"], "left_anti")
             events = rows.join(F.broadcast(files_df), "__file").select(
@@ -303,7 +311,8 @@ def _ingest_new(
             )
     for rejected in dead.values():
         rejected.unpersist()
-    parsed.unpersist()
+    for records in passes.values():
+        records.unpersist()
 
     status = REJECTED if report.failed else INGESTED
     entries = []
@@ -333,14 +342,14 @@ def _ingest_new(
 
 
 def _write_quarantine(
-    spark, settings, parsed, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props
+    spark, settings, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props
 ) -> None:
     """One append of every rejected row, ids in (unit, position) order."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     cols = ["__unit", "__pos", "__file", "__line", "__relation", "__op", "__raw", "__reason", "__detail"]
-    rejected = parsed.where(F.col("__reason").isNotNull()).select(*cols)
+    rejected = everything.where(F.col("__reason").isNotNull()).select(*cols)
     for name, rows in dead.items():
         rejected = rejected.unionByName(
             rows.select(

@@ -1,12 +1,16 @@
-"""The parse stage of the ingest job: units of input files become one wide Spark
-DataFrame, parsed in parallel by Python tasks (`mapInArrow`, one unit per task). A file
-of valid inserts in CSV, static DBToaster or Parquet is converted by Arrow in one go
-(fastpath.py); everything else, and every file with a doubt, row by row (formats.py).
+"""The parse stage of the ingest job: units of input files become Spark DataFrames, parsed
+in parallel by Python tasks (`mapInArrow`, one unit per task), one DataFrame per relation
+(narrow: only that relation's columns) plus one for rows that name no relation of the
+schema. A file of valid inserts in CSV, static DBToaster or Parquet is converted by
+Arrow in one go (fastpath.py); everything else, and every file with a doubt, row by row
+(formats.py).
 
-Every record is one row: working columns (`__unit`, `__pos`, `__file`, `__line`,
-`__relation`, `__op`, `__reason`, `__detail`, `__raw`) and, for every relation R and
-column c, a typed column `v<R>_<c>` (numbered, so no name can clash), set on R's valid
-rows. `relation_rows` selects one relation's valid rows under their own column names.
+Columns: the working columns (`__unit`, `__pos`, `__file`, `__line`, `__relation`,
+`__op`, `__reason`, `__detail`, `__raw`), then the relation's columns under their own
+names (`__` is a reserved prefix). A unit that holds several relations (a JSON Lines file
+naming them per row, a DBToaster folder) is read once per relation it may hold; its rows'
+positions do not depend on which relation is read (the other files of a DBToaster folder
+are only scanned for their event-order numbers).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cumulus.ingest.formats import Codec, Record, codecs, read_file
+from cumulus.ingest.formats import Codec, Record, codecs, dbtoaster_orders, read_file
 from cumulus.ingest.plan import Unit
 from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, Column, Relation, Schema
 
@@ -34,16 +38,13 @@ META = (
     ("__detail", "STRING"),
     ("__raw", "STRING"),
 )
+META_NAMES = tuple(n for n, _ in META)
 
 
-def value_column(ri: int, ci: int) -> str:
-    return f"v{ri}_{ci}"
-
-
-def spark_ddl(schema: Schema) -> str:
+def spark_ddl(relation: Relation | None) -> str:
     cols = [f"`{n}` {t}" for n, t in META]
-    for ri, rel in enumerate(schema.relations):
-        cols += [f"`{value_column(ri, ci)}` {c.sql_type}" for ci, c in enumerate(rel.columns)]
+    if relation is not None:
+        cols += [f"`{c.name}` {c.sql_type}" for c in relation.columns]
     return ", ".join(cols)
 
 
@@ -63,18 +64,22 @@ def _arrow_type(col: Column):
     return pa.string()
 
 
-def arrow_schema(schema: Schema) -> pa.Schema:
+def arrow_schema(relation: Relation | None) -> pa.Schema:
     import pyarrow as pa
 
     meta_types = {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string()}
     fields = [pa.field(n, meta_types[t]) for n, t in META]
-    for ri, rel in enumerate(schema.relations):
-        fields += [pa.field(value_column(ri, ci), _arrow_type(c)) for ci, c in enumerate(rel.columns)]
+    if relation is not None:
+        fields += [pa.field(c.name, _arrow_type(c)) for c in relation.columns]
     return pa.schema(fields)
 
 
-def unit_records(unit: Unit, schema: Schema, codec_map: dict[str, Codec]) -> Iterator[tuple[int, int, Record]]:
-    """(file index, pos, record) of a unit, in the unit's order (pos = 0, 1, ...)."""
+def unit_records(
+    unit: Unit, schema: Schema, codec_map: dict[str, Codec], only: str | None = None
+) -> Iterator[tuple[int, int, Record]]:
+    """(file index, pos, record) of a unit, in the unit's order (pos = 0, 1, ...). With
+    `only`, the files of a DBToaster folder that hold another relation are only scanned
+    for their rows' places (their records then carry no values)."""
     if not unit.interleave:
         pos = 0
         for file in unit.files:
@@ -83,21 +88,27 @@ def unit_records(unit: Unit, schema: Schema, codec_map: dict[str, Codec]) -> Ite
                 pos += 1
         return
     rank = {name: i for i, name in enumerate(schema.names)}
-    items = [
-        (file.index, rec)
-        for file in unit.files
-        for rec in read_file(file.path, file.fmt, schema, file.relation, codec_map)
-    ]
+    items: list[tuple[int, Record]] = []
+    for file in unit.files:
+        if only is not None and file.relation is not None and file.relation != only and file.relation in codec_map:
+            arity = codec_map[file.relation].relation.arity
+            items += [
+                (file.index, Record(file.relation, 0, None, line, None, order=order))
+                for line, order in dbtoaster_orders(file.path, arity)
+            ]
+        else:
+            items += [(file.index, rec) for rec in read_file(file.path, file.fmt, schema, file.relation, codec_map)]
     items.sort(key=lambda it: (it[1].order, rank.get(it[1].relation or "", len(rank)), it[0], it[1].line))
     for pos, (file_index, rec) in enumerate(items):
         yield file_index, pos, rec
 
 
-def to_batch(unit: int, items: list[tuple[int, int, Record]], schema: Schema, target: pa.Schema) -> pa.RecordBatch:
+def to_batch(unit: int, items: list[tuple[int, int, Record]], relation: Relation | None, target: pa.Schema) -> pa.RecordBatch:
+    """Records (all of `relation`, or all of no relation of the schema) as one batch."""
     import pyarrow as pa
 
-    n = len(items)
     recs = [r for _, _, r in items]
+    n = len(recs)
     arrays = [
         pa.array([unit] * n, pa.int32()),
         pa.array([p for _, p, _ in items], pa.int64()),
@@ -109,71 +120,75 @@ def to_batch(unit: int, items: list[tuple[int, int, Record]], schema: Schema, ta
         pa.array([r.detail for r in recs], pa.string()),
         pa.array([r.raw for r in recs], pa.string()),
     ]
-    rows_of: dict[str, list[int]] = {}
-    for i, r in enumerate(recs):
-        if r.values is not None:
-            rows_of.setdefault(r.relation, []).append(i)
-    field_index = len(META)
-    for rel in schema.relations:
-        idx = rows_of.get(rel.name, [])
-        for ci in range(rel.arity):
-            type_ = target.field(field_index).type
-            field_index += 1
-            if not idx:
-                arrays.append(pa.nulls(n, type_))
-                continue
-            if len(idx) == n:
-                values = [recs[i].values[ci] for i in idx]
+    if relation is not None:
+        valid = [i for i, r in enumerate(recs) if r.values is not None]
+        for ci in range(relation.arity):
+            type_ = target.field(len(META) + ci).type
+            if len(valid) == n:
+                values = [r.values[ci] for r in recs]
             else:
                 values = [None] * n
-                for i in idx:
+                for i in valid:
                     values[i] = recs[i].values[ci]
             arrays.append(pa.array(values, type_))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def make_parser(units: list[Unit], schema: Schema):
-    """The mapInArrow function: reads unit ids, yields the units' records."""
+def units_for(units: list[Unit], only: str | None) -> list[Unit]:
+    """The units that may hold rows of relation `only` (None: of no relation)."""
+    return [u for u in units if any(f.relation is None or f.relation == only for f in u.files)]
+
+
+def make_parser(units: list[Unit], schema: Schema, only: str | None):
+    """The mapInArrow function of one relation's pass (`only`; None: the rows that name
+    no relation of the schema): reads unit numbers, yields that relation's records."""
 
     def parse(batches):
         from cumulus.ingest.fastpath import fast_batches
 
         codec_map = codecs(schema)
-        target = arrow_schema(schema)
+        relation = schema.relation(only) if only is not None else None
+        target = arrow_schema(relation)
         for batch in batches:
-            for unit_id in batch.column(0).to_pylist():
-                unit = units[unit_id]
-                relation = unit.files[0].relation
-                if relation in codec_map:
-                    fast = fast_batches(unit, codec_map[relation], target, schema.names.index(relation), len(META))
+            for number in batch.column(0).to_pylist():
+                unit = units[number]
+                if relation is not None and unit.files[0].relation == only:
+                    fast = fast_batches(unit, codec_map[only], target)
                     if fast is not None:
                         yield from fast
                         continue
                 buf: list[tuple[int, int, Record]] = []
-                for item in unit_records(unit, schema, codec_map):
+                for item in unit_records(unit, schema, codec_map, only):
+                    rel = item[2].relation
+                    mine = rel == only if only is not None else rel not in codec_map
+                    if not mine or (item[2].values is None and item[2].reason is None):
+                        continue
                     buf.append(item)
                     if len(buf) >= BATCH_ROWS:
-                        yield to_batch(unit.index, buf, schema, target)
+                        yield to_batch(unit.index, buf, relation, target)
                         buf = []
                 if buf:
-                    yield to_batch(unit.index, buf, schema, target)
+                    yield to_batch(unit.index, buf, relation, target)
 
     return parse
 
 
-def parse_units(spark: SparkSession, units: list[Unit], schema: Schema) -> DataFrame:
-    """The wide DataFrame of every record of the units (lazy; persist it before use)."""
-    tasks = max(1, min(len(units), spark.sparkContext.defaultParallelism * 4))
-    ids = spark.range(0, len(units), numPartitions=tasks)
-    return ids.mapInArrow(make_parser(units, schema), spark_ddl(schema))
+def parse_relation(spark: SparkSession, units: list[Unit], schema: Schema, only: str | None) -> DataFrame | None:
+    """The DataFrame of one relation's records (None: no unit may hold it); lazy."""
+    mine = units_for(units, only)
+    if not mine:
+        return None
+    tasks = max(1, min(len(mine), spark.sparkContext.defaultParallelism * 4))
+    ids = spark.createDataFrame([(u.index,) for u in mine], "u INT").repartition(tasks)
+    relation = schema.relation(only) if only is not None else None
+    return ids.mapInArrow(make_parser(units, schema, only), spark_ddl(relation))
 
 
-def relation_rows(parsed: DataFrame, schema: Schema, relation: Relation) -> DataFrame:
-    """The valid rows of one relation: its columns by name, then the working columns."""
+def relation_rows(records: DataFrame, relation: Relation) -> DataFrame:
+    """The valid rows of a relation's records: its columns, then the working columns."""
     from pyspark.sql import functions as F
 
-    ri = schema.names.index(relation.name)
-    cols = [F.col(value_column(ri, ci)).alias(c.name) for ci, c in enumerate(relation.columns)]
-    return parsed.where((F.col("__relation") == relation.name) & F.col("__reason").isNull()).select(
-        *cols, "__op", "__unit", "__pos", "__file", "__line", "__raw"
+    return records.where(F.col("__reason").isNull()).select(
+        *[F.col(f"`{c}`") for c in relation.column_names],
+        "__op", "__unit", "__pos", "__file", "__line", "__raw",
     )

@@ -26,8 +26,8 @@ from cumulus.config import Settings
 from cumulus.errors import StoreError
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
-from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import LEDGER_COLUMNS, ddl_type, ledger_table
+from cumulus.store.rows import Reader, is_spark, read_rows
+from cumulus.store.tables import LEDGER_COLUMNS, attach_catalog, ddl_type, ledger_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,11 +92,15 @@ class LedgerRow:
 
 def ledger_rows(reader: Reader, settings: Settings) -> list[LedgerRow]:
     """Every epoch's row, oldest first. `reader`: a SparkSession or PyIceberg catalog."""
+    if is_spark(reader):
+        attach_catalog(reader, settings)
     rows = [LedgerRow.from_row(r) for r in read_rows(reader, ledger_table(settings))]
     return sorted(rows, key=lambda r: r.epoch)
 
 
 def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | None:
+    if is_spark(reader):
+        attach_catalog(reader, settings)
     rows = read_rows(reader, ledger_table(settings), {"epoch": epoch})
     return LedgerRow.from_row(rows[0]) if rows else None
 

@@ -14,7 +14,7 @@ from conftest import SHOP, TPCH, write
 
 from cumulus.ingest.fastpath import fast_batches
 from cumulus.ingest.formats import codecs
-from cumulus.ingest.parse import META, arrow_schema, to_batch, unit_records
+from cumulus.ingest.parse import arrow_schema, to_batch, unit_records
 from cumulus.ingest.plan import make_units, plan_files
 from cumulus.schema import load_schema
 
@@ -23,13 +23,14 @@ TPCHGEN = Path(sys.executable).parent / "tpchgen-cli"
 
 def both(paths, schema):
     """(fast, slow) tables per unit; fast is None where the fast path declines."""
-    cm, target = codecs(schema), arrow_schema(schema)
+    cm = codecs(schema)
     _, units = make_units(plan_files([Path(p) for p in paths], None, None, schema))
     out = []
     for unit in units:
-        rel = unit.files[0].relation
-        fast = fast_batches(unit, cm[rel], target, schema.names.index(rel), len(META))
-        slow = pa.Table.from_batches([to_batch(unit.index, list(unit_records(unit, schema, cm)), schema, target)])
+        relation = schema.relation(unit.files[0].relation)
+        target = arrow_schema(relation)
+        fast = fast_batches(unit, cm[relation.name], target)
+        slow = pa.Table.from_batches([to_batch(unit.index, list(unit_records(unit, schema, cm)), relation, target)])
         out.append((None if fast is None else pa.Table.from_batches(fast, schema=target), slow))
     return out
 

@@ -257,3 +257,15 @@ def test_static_dbtoaster_files_are_units_of_their_own_before_the_stream(tmp_pat
         (False, ["orders.dat"]),
     ]
     assert [f.unit for f in files] == [0, 2, 1]  # files keep their batch (path) order
+
+
+def test_one_relation_of_a_dbtoaster_folder_keeps_its_places():
+    """Reading one relation of a folder (the others only scanned for their event-order
+    numbers) gives that relation's rows the positions a full read gives them."""
+    schema = load_schema(TPCH)
+    cm = codecs(schema)
+    _, [unit] = make_units(plan_files([STANDARD_DEL], None, None, schema))
+    full = list(unit_records(unit, schema, cm))
+    for name in ("orders", "lineitem", "nation"):
+        mine = [(f, p, r) for f, p, r in unit_records(unit, schema, cm, only=name) if r.relation == name]
+        assert mine == [(f, p, r) for f, p, r in full if r.relation == name]
