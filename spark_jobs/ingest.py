@@ -1,8 +1,11 @@
 """Spark job: ingest a source's landing files into the open epoch (one batch).
 
     python spark_jobs/ingest.py --home H --source S [--format F] [--relation R] [PATH...]
-    spark-submit spark_jobs/ingest.py ...    (the session factory sets the catalog conf;
-                                             pass the jars with --jars, see docs/STACK.md)
+
+    # spark-submit starts the JVM first, so the jars must be on its command line:
+    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.engine.jars
+    import spark_jars; print(",".join(map(str, spark_jars(load_settings("H").catalog_uri))))')
+    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/ingest.py --home H --source S
 
 The same as `cumulus --home H ingest ...`; exit status 0 on success, 2 on a refused
 batch (error threshold) or any other Cumulus error.

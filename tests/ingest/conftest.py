@@ -5,9 +5,6 @@ that the one test SparkSession can work on several homes (cumulus.store.tables
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -84,17 +81,3 @@ def replay(spark, settings: Settings, relation) -> Counter:
 def base(spark, settings: Settings, relation) -> Counter:
     rows = spark.table(f"{settings.catalog}.base.{relation.name}").collect()
     return Counter({tuple(r[:-1]): r.mult for r in rows})
-
-
-def run_cumulus(settings: Settings, *args: str, env: dict | None = None, timeout: float = 300):
-    """`cumulus --home H ARGS` in a subprocess (its own JVM), like a scheduled task."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CUMULUS_")}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "cumulus.cli", "--home", str(settings.home), *args],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
