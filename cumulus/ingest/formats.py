@@ -228,7 +228,12 @@ def read_jsonl(
             obj = {str(k).lower(): v for k, v in obj.items()}
             if "row" in obj:  # envelope: {"relation": ..., "op": ..., "row": {...}}
                 if "relation" in obj:
-                    rel_name = str(obj.pop("relation")).lower()
+                    named = str(obj.pop("relation")).lower()
+                    if relation is not None and named != relation:
+                        raise Rejected(
+                            "unknown_relation", f"the row names relation {named!r}; the file holds {relation}"
+                        )
+                    rel_name = named
                 op_value = obj.pop("op", None)
                 row = obj.pop("row")
                 if obj:

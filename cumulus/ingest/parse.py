@@ -84,6 +84,11 @@ def unit_records(
         pos = 0
         for file in unit.files:
             for rec in read_file(file.path, file.fmt, schema, file.relation, codec_map):
+                if file.relation is not None and rec.relation != file.relation:
+                    # The relation passes read a file for its relation only: keep every
+                    # row of it in that pass (the readers already ensure this).
+                    rec = rec._replace(relation=file.relation, op=0, values=None, reason=rec.reason or "unknown_relation",
+                                       detail=rec.detail or f"the row is not of {file.relation}")
                 yield file.index, pos, rec
                 pos += 1
         return

@@ -269,3 +269,41 @@ def test_one_relation_of_a_dbtoaster_folder_keeps_its_places():
     for name in ("orders", "lineitem", "nation"):
         mine = [(f, p, r) for f, p, r in unit_records(unit, schema, cm, only=name) if r.relation == name]
         assert mine == [(f, p, r) for f, p, r in full if r.relation == name]
+
+
+def test_a_relation_file_keeps_every_row_in_its_relation(tmp_path):
+    """orders.jsonl is read in the orders pass only: a row naming another relation is
+    rejected there, never lost."""
+    path = write(
+        tmp_path / "orders.jsonl",
+        '{"relation": "items", "row": {"i_order": 1, "i_qty": 1, "i_price": 1, "i_gift": true}}\n'
+        '{"relation": "nope", "row": {}}\n',
+    )
+    recs = read(path, "jsonl", "orders")
+    assert [(r.relation, r.line, r.reason) for r in recs] == [
+        ("orders", 1, "unknown_relation"),
+        ("orders", 2, "unknown_relation"),
+    ]
+
+
+def test_the_relation_passes_see_every_row_exactly_once(tmp_path):
+    import pyarrow as pa
+
+    from cumulus.ingest.parse import make_parser, units_for
+
+    write(tmp_path / "mixed.jsonl", '{"relation": "orders", "row": {"o_id": 1}}\n{bad\n{"relation": "zz", "row": {}}\n'
+          '{"relation": "items", "op": "-", "row": {"i_order": 1, "i_qty": 1, "i_price": 1, "i_gift": true}}\n')
+    write(tmp_path / "orders.csv", "o_id,o_cust,o_total,o_date,o_note\n1,2,3,2024-01-01,a\n2,x,3,2024-01-01,b\n")
+    write(tmp_path / "stream" / "orders.csv", "1|1|5|7|1.5|2024-01-01|a\n2|0|5|7|1.5|2024-01-01|a\n")
+    write(tmp_path / "stream" / "items.csv", "1|1|5|2|0.5|true\nbroken\n")
+    write(tmp_path / "stuff.csv", "a,b\n1,2\n")
+    write(tmp_path / "items.tbl", "7|2|0.5|true|\n")
+    files, units = make_units(plan_files([tmp_path], None, None, SCHEMA))
+    expected = sorted((u.index, p) for u in units for _, p, _ in unit_records(u, SCHEMA, CODECS))
+    seen = []
+    for only in [*SCHEMA.names, None]:
+        parse = make_parser(units, SCHEMA, only)
+        ids = pa.record_batch([pa.array([u.index for u in units_for(units, only)], pa.int32())], names=["u"])
+        for batch in parse(iter([ids])):
+            seen += list(zip(batch.column("__unit").to_pylist(), batch.column("__pos").to_pylist(), strict=True))
+    assert sorted(seen) == expected and len(expected) == 13
