@@ -24,7 +24,7 @@ from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.errors import CumulusError
 from cumulus.ingest.faults import fault_point
-from cumulus.store.commit import snapshots, write_options
+from cumulus.store.commit import snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import map_table
 from cumulus.store.rows import read_rows
@@ -117,13 +117,9 @@ def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) ->
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
-    snaps = snapshots(spark, table)
-    from cumulus.store.commit import table_metadata
-
+    """The table's current snapshot id (None before its first commit)."""
     current = table_metadata(spark, table).get("current-snapshot-id")
-    if current in (None, -1):
-        return snaps[-1].snapshot_id if snaps else None
-    return int(current)
+    return None if current in (None, -1) else int(current)
 
 
 def committed_batches(spark: SparkSession, table: str) -> set[str]:

@@ -57,10 +57,3 @@ def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> 
     spark.createDataFrame([], ", ".join(f"`{c}` {t}" for c, t in map_columns(info))).writeTo(table).append()
     return True
 
-
-def current_snapshot(spark: SparkSession, table: str) -> int | None:
-    """The table's current snapshot id (None before its first commit)."""
-    from cumulus.store.commit import table_metadata
-
-    snap = table_metadata(spark, table).get("current-snapshot-id")
-    return None if snap in (None, -1) else int(snap)
