@@ -3,34 +3,13 @@ two sources (a: r and s, priority 1; b: t, priority 2) and their landing files."
 
 from __future__ import annotations
 
-import itertools
-from pathlib import Path
-
 import pytest
+from enginekit import CHAIN, SIMPLE, SOURCES, _homes
 
 from cumulus.config import load_settings
 from cumulus.ingest.sources import add_source
-from cumulus.ingest.synthetic import format_value, generate_events
+from cumulus.ingest.synthetic import generate_events
 from cumulus.schema import load_schema
-
-REPO = Path(__file__).resolve().parents[2]
-SIMPLE = REPO / "tests" / "fixtures" / "schemas" / "simple.sql"
-CHAIN = "SELECT r.a, SUM(t.d) AS total, COUNT(*) AS n FROM r, s, t WHERE r.b = s.b AND s.c = t.c GROUP BY r.a"
-SOURCES = {"a": ({"r", "s"}, 1), "b": ({"t"}, 2)}
-_homes = itertools.count(1)
-
-
-def write_events(events, folder: Path, relations: set[str]) -> Path:
-    """Events of some relations as DBToaster files (event-order number = position)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines: dict[str, list[str]] = {}
-    for order, e in enumerate(events, 1):
-        if e.relation in relations:
-            flag = "1" if e.sign == "+" else "0"
-            lines.setdefault(e.relation, []).append("|".join([str(order), flag, *map(format_value, e.values)]))
-    for rel, rows in lines.items():
-        (folder / f"{rel}.csv").write_text("".join(r + "\n" for r in rows))
-    return folder
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CHAIN, SOURCES, write_events
+from enginekit import CHAIN, SOURCES, write_events
 from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.engine.apply import APPLY_BATCH, apply_source
