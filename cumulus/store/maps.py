@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.evaluate import MAX_SCALE
+from cumulus.engine.evaluate import key_type, value_type
 from cumulus.m3.validate import MapInfo
 from cumulus.store.tables import MAPS, qualified
 
@@ -20,14 +20,6 @@ VERSION_COLUMNS = (("epoch", "BIGINT"), ("source_id", "INT"), ("seq", "BIGINT"))
 CONSOLIDATED_SOURCE = 0  # source_id of rows written by the epoch close
 BUCKETS = 8
 
-_SQL_TYPES = {
-    "int": "BIGINT",
-    "float": "DOUBLE",
-    "decimal": f"DECIMAL(38,{MAX_SCALE})",
-    "string": "STRING",
-    "date": "DATE",
-    "bool": "BOOLEAN",
-}
 
 
 def map_table(settings: Settings, name: str) -> str:
@@ -35,8 +27,9 @@ def map_table(settings: Settings, name: str) -> str:
 
 
 def map_columns(info: MapInfo) -> list[tuple[str, str]]:
-    keys = [(k, _SQL_TYPES[t]) for k, t in zip(info.key_names, info.key_types, strict=True)]
-    return keys + [("value", _SQL_TYPES[info.type])] + list(VERSION_COLUMNS)
+    # The Spark types the evaluator computes with, as DDL: one mapping for both.
+    keys = [(k, key_type(t).simpleString()) for k, t in zip(info.key_names, info.key_types, strict=True)]
+    return keys + [("value", value_type(info).simpleString())] + list(VERSION_COLUMNS)
 
 
 def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> bool:
