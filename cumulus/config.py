@@ -20,8 +20,9 @@ from cumulus.errors import ConfigError
 CONFIG_FILE = "cumulus.toml"
 
 # Tables of cumulus.toml read by other modules, not Settings fields: [sources.NAME]
-# (cumulus/ingest/sources.py) and [ingest] (cumulus/ingest/config.py).
-SECTIONS = ("sources", "ingest")
+# (cumulus/ingest/sources.py), [ingest] (cumulus/ingest/config.py) and [pipeline]
+# (cumulus/pipeline/config.py: Airflow schedules, landing layout, maintenance).
+SECTIONS = ("sources", "ingest", "pipeline")
 
 # Setting name -> environment variable that overrides it.
 ENV_VARS = {

@@ -1,0 +1,124 @@
+"""Table maintenance: expire the snapshots nothing needs any more and compact small data
+files, for every table of a home (events, base, maps and the cumulus metadata tables).
+
+Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref points at):
+- every tagged snapshot: the `epoch-N` tags of maps and base tables are the stable
+  snapshots readers, dbt and validation use, and tags here never expire;
+- the current snapshot and the `retain_last` newest of each table;
+- every snapshot younger than the cutoff: `retain_for` ago, or the opening of the oldest
+  epoch not yet closed if that is earlier, because the applies of an unclosed epoch pin
+  the map snapshots they read and its close repairs against them.
+
+Compaction runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, only
+where at least two small files can be merged); rows and tags are unchanged. Both
+procedures commit, so the run holds the catalog lock (one writer at a time).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.store.lock import catalog_lock
+from cumulus.store.tables import NAMESPACES, attach_catalog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("cumulus.maintenance")
+
+
+@dataclass(frozen=True)
+class TableReport:
+    table: str
+    snapshots_before: int
+    snapshots_after: int
+    tags: int
+    data_files_deleted: int = 0
+    files_rewritten: int = 0
+    files_added: int = 0
+    seconds: float = 0.0
+
+
+def home_tables(spark: SparkSession, settings: Settings) -> list[str]:
+    """Every Iceberg table of the home, qualified (catalog.namespace.table)."""
+    attach_catalog(spark, settings)
+    names = []
+    existing = {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {settings.catalog}").collect()}
+    for ns in NAMESPACES:
+        if ns in existing:
+            for row in spark.sql(f"SHOW TABLES IN {settings.catalog}.{ns}").collect():
+                names.append(f"{settings.catalog}.{ns}.{row['tableName']}")
+    return sorted(names)
+
+
+def retention_cutoff(reader, settings: Settings, retain_for: dt.timedelta, now: dt.datetime | None = None) -> dt.datetime:
+    """Snapshots older than this may go: `retain_for` ago, or earlier while an epoch that
+    opened before that is still open or unclosed (its applies pin map snapshots)."""
+    from cumulus.store.ledger import APPLIED, OPEN, ledger_rows
+
+    now = now or dt.datetime.now(dt.UTC)
+    cutoff = now - retain_for
+    for row in ledger_rows(reader, settings):
+        if row.state in (OPEN, APPLIED) and row.opened_at is not None:
+            opened = row.opened_at if row.opened_at.tzinfo else row.opened_at.replace(tzinfo=dt.UTC)
+            cutoff = min(cutoff, opened)
+    return cutoff
+
+
+def _count(spark: SparkSession, table: str, what: str) -> int:
+    if what == "tags":
+        return spark.sql(f"SELECT count(*) FROM {table}.refs WHERE type = 'TAG'").collect()[0][0]
+    return spark.sql(f"SELECT count(*) FROM {table}.snapshots").collect()[0][0]
+
+
+def maintain(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    retain_last: int = 5,
+    retain_for: dt.timedelta = dt.timedelta(days=7),
+    expire: bool = True,
+    compact: bool = True,
+    target_file_size_mb: int = 128,
+    tables: list[str] | None = None,
+    now: dt.datetime | None = None,
+) -> list[TableReport]:
+    """Expire and/or compact every table of the home (or `tables`); one report per table."""
+    if retain_last < 1:
+        raise ValueError("retain_last must be at least 1")
+    catalog = settings.catalog
+    reports = []
+    with catalog_lock(settings, "maintenance"):
+        cutoff = retention_cutoff(spark, settings, retain_for, now)
+        stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        for table in tables or home_tables(spark, settings):
+            t = time.perf_counter()
+            before = _count(spark, table, "snapshots")
+            short = table.split(".", 1)[1]
+            rewritten = added = deleted = 0
+            if compact:
+                row = spark.sql(
+                    f"CALL {catalog}.system.rewrite_data_files(table => '{short}', options => map("
+                    f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}'))"
+                ).collect()[0].asDict()
+                rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]
+            if expire:
+                row = spark.sql(
+                    f"CALL {catalog}.system.expire_snapshots(table => '{short}', "
+                    f"older_than => TIMESTAMP '{stamp}', retain_last => {int(retain_last)})"
+                ).collect()[0].asDict()
+                deleted = row.get("deleted_data_files_count", 0) or 0
+            report = TableReport(
+                table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
+                tags=_count(spark, table, "tags"), data_files_deleted=deleted,
+                files_rewritten=rewritten, files_added=added, seconds=round(time.perf_counter() - t, 2),
+            )
+            log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, data files deleted %d",
+                     short, before, report.snapshots_after, report.tags, rewritten, added, deleted)
+            reports.append(report)
+    return reports
