@@ -73,6 +73,16 @@ def cmd_view_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view_sql(args: argparse.Namespace) -> int:
+    from cumulus.read import Reader
+    from cumulus.sql.mapsql import view_sql
+
+    settings = settings_from_args(args)
+    reader = Reader(settings)
+    sys.stdout.write(view_sql(reader.compilation, args.name.lower(), args.epoch, catalog=settings.catalog))
+    return 0
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     from cumulus.engine.apply import apply_source
     from cumulus.ingest.sources import get_source
@@ -137,6 +147,14 @@ def register(subparsers) -> None:
     show = sub.add_parser("show", help="a view's SQL and the maps it reads")
     show.add_argument("name")
     show.set_defaults(func=cmd_view_show)
+    sql = sub.add_parser(
+        "sql", help="a view as Spark SQL over its map tables (for the Thrift server, dbt, BI tools)",
+        description="Print Spark SQL that gives the view's rows from its map tables, exactly as "
+        "`cumulus read` does: at a closed epoch's tag with --epoch, else on main (fresh).",
+    )
+    sql.add_argument("name")
+    sql.add_argument("--epoch", type=int, help="read the maps at tag epoch-N (default: main)")
+    sql.set_defaults(func=cmd_view_sql)
 
     apply = subparsers.add_parser("apply", help="apply a source's new events of the open epoch to the maps")
     apply.add_argument("--source", required=True, help="the source whose events to apply")

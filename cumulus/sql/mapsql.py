@@ -1,0 +1,186 @@
+"""A view as one Spark SQL query over its map tables: the SQL face of the view semantics
+in cumulus/sql/views.py (view_rows), for readers that speak SQL (the Thrift server, dbt,
+`cumulus view sql`), optionally at a closed epoch's tag (`VERSION AS OF 'epoch-N'`).
+
+The query mirrors view_rows step by step, so its rows are exactly `Reader.read_view`'s:
+
+    maps      every map the view reads, its delta rows summed per key (a tag holds one
+              row per key, main may hold several)
+    groups    the group-count map's keys whose count is above zero (a view without GROUP
+              BY has exactly one row, whatever its maps hold)
+    columns   group columns from the group's key; COUNT(...) the count map's entry (0 when
+              absent); SUM the sum map's entry (0 when absent), NULL when its non-NULL count
+              (the group count when the summed expression is NOT NULL) is 0; AVG the same
+              sum as a DOUBLE divided by that count; MIN/MAX the least/greatest value of the
+              value-count map whose count is above zero (NULL when there is none)
+
+Map keys are matched to view variables by position (a shared map keeps the column names
+of the view that created it) and compared with `<=>`, so a NULL group key finds its
+entries as it does in the Python reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cumulus.errors import CumulusError
+from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
+
+
+class ViewSQLError(CumulusError):
+    """A view or version cannot be turned into SQL (unknown view, bad tag)."""
+
+
+def tag_of(version: int | str | None) -> str | None:
+    """The tag a version names: an epoch number reads `epoch-N`, a string is a tag (or a
+    template that renders to one, e.g. dbt's `{{ cumulus_tag() }}`), None reads main."""
+    if version is None:
+        return None
+    if isinstance(version, bool):
+        raise ViewSQLError(f"not a version: {version!r}")
+    if isinstance(version, int):
+        if version < 1:
+            raise ViewSQLError(f"epochs start at 1, got {version}")
+        return f"epoch-{version}"
+    if not version or "'" in version or "\\" in version:
+        raise ViewSQLError(f"not a tag name: {version!r}")
+    return version
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier in backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True)
+class _Join:
+    alias: str
+    cte: str
+    on: tuple[tuple[str, str], ...]  # (column of the CTE, group variable)
+
+
+def view_sql(
+    compilation: Compilation,
+    view_name: str,
+    version: int | str | None = None,
+    *,
+    catalog: str | None = None,
+    table: Callable[[str], str] | None = None,
+    order: bool = True,
+) -> str:
+    """Spark SQL giving the rows of `view_name` (columns in SELECT order) from its maps,
+    at `version` (see tag_of). Map tables are `[catalog.]maps.<map>`, or whatever `table`
+    returns for a map name (dbt's `{{ source(...) }}`). `order` sorts by the group columns."""
+    plan = compilation.views.get(view_name)
+    if plan is None:
+        known = ", ".join(compilation.views) or "none"
+        raise ViewSQLError(f"unknown view {view_name} (views: {known})")
+    tag = tag_of(version)
+    if table is None:
+        prefix = f"{quote(catalog)}." if catalog else ""
+        table = lambda m: f"{prefix}maps.{quote(m)}"  # noqa: E731
+    return _Builder(compilation, plan, tag, table).sql(order)
+
+
+class _Builder:
+    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: Callable[[str], str]):
+        self.maps = compilation.checked.maps
+        self.plan = plan
+        self.tag = tag
+        self.table = table
+        self.ctes: dict[str, str] = {}  # name -> body, in order
+        self.map_ctes: dict[str, str] = {}  # map -> CTE name
+        self.joins: dict[tuple, _Join] = {}
+
+    # -- CTEs
+    def map_cte(self, name: str) -> str:
+        """The map's entries: its rows summed per key."""
+        if name in self.map_ctes:
+            return self.map_ctes[name]
+        keys = [quote(k) for k in self.maps[name].key_names]
+        version = f" VERSION AS OF '{self.tag}'" if self.tag else ""
+        select = ", ".join([*keys, "SUM(`value`) AS `value`"])
+        body = f"SELECT {select}\n    FROM {self.table(name)}{version}"
+        if keys:
+            body += f"\n    GROUP BY {', '.join(keys)}"
+        cte = f"map_{len(self.map_ctes)}"
+        self.map_ctes[name] = cte
+        self.ctes[cte] = body
+        return cte
+
+    def key_columns(self, use: MapUse) -> list[tuple[str, str]]:
+        """(map key column, view variable) pairs, by position."""
+        names = self.maps[use.map].key_names
+        return list(zip(names, use.keys, strict=True))
+
+    def groups_cte(self) -> None:
+        plan = self.plan
+        if not plan.group:
+            self.ctes["groups"] = "SELECT 1 AS `__one`"  # one row, even over nothing
+            return
+        source = self.map_cte(plan.count.map)
+        cols = dict((var, col) for col, var in self.key_columns(plan.count))
+        select = ", ".join(f"{quote(cols[g])} AS {quote(g)}" for g in plan.group)
+        self.ctes["groups"] = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0"
+
+    # -- joins onto groups
+    def entry(self, use: MapUse) -> str:
+        """The map's value for the row's group (NULL when it has no entry)."""
+        key = ("map", use.map, use.keys)
+        if key not in self.joins:
+            cte = self.map_cte(use.map)
+            self.joins[key] = _Join(f"j{len(self.joins)}", cte, tuple(self.key_columns(use)))
+        return f"{self.joins[key].alias}.`value`"
+
+    def extreme(self, col: ViewColumn) -> str:
+        """MIN/MAX of the value variable over the value-count map's live entries."""
+        use = col.values
+        key = ("extreme", use.map, use.keys, col.value_var)
+        if key not in self.joins:
+            source = self.map_cte(use.map)
+            cols = dict((var, c) for c, var in self.key_columns(use))
+            group = [quote(cols[g]) for g in self.plan.group]
+            value = quote(cols[col.value_var])
+            select = ", ".join(
+                [*(f"{g} AS {quote(v)}" for g, v in zip(group, self.plan.group, strict=True)),
+                 f"MIN({value}) AS `__min`", f"MAX({value}) AS `__max`"]
+            )
+            body = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0 AND {value} IS NOT NULL"
+            if group:
+                body += f"\n    GROUP BY {', '.join(group)}"
+            cte = f"extreme_{sum(k[0] == 'extreme' for k in self.joins)}"
+            self.ctes[cte] = body
+            on = tuple((g, g) for g in self.plan.group)
+            self.joins[key] = _Join(f"j{len(self.joins)}", cte, on)
+        return f"{self.joins[key].alias}.{'`__min`' if col.kind == 'min' else '`__max`'}"
+
+    # -- the SELECT
+    def column(self, col: ViewColumn) -> str:
+        plan = self.plan
+        if col.kind == "group" or (col.kind in ("min", "max") and col.values is None):
+            return f"g.{quote(plan.group[col.group_index])}"
+        if col.kind in ("min", "max"):
+            return self.extreme(col)
+        if col.kind == "count":
+            return f"COALESCE({self.entry(col.values)}, 0)"
+        count = f"COALESCE({self.entry(col.nonnull or plan.count)}, 0)"
+        total = f"COALESCE({self.entry(col.values)}, 0)"
+        if col.kind == "sum":
+            return f"CASE WHEN {count} <> 0 THEN {total} END"
+        return f"CASE WHEN {count} <> 0 THEN CAST({total} AS DOUBLE) / {count} END"
+
+    def sql(self, order: bool) -> str:
+        plan = self.plan
+        self.groups_cte()
+        columns = [f"{self.column(c)} AS {quote(c.name)}" for c in plan.columns]
+        lines = [f"-- view {plan.name} {'at ' + repr(self.tag) if self.tag else 'on main (fresh)'}: its rows from its maps"]
+        lines.append("WITH " + ",\n".join(f"{name} AS (\n    {body}\n)" for name, body in self.ctes.items()))
+        lines.append("SELECT " + ",\n       ".join(columns))
+        lines.append("FROM groups g")
+        for join in self.joins.values():
+            cond = " AND ".join(f"{join.alias}.{quote(c)} <=> g.{quote(v)}" for c, v in join.on) or "TRUE"
+            lines.append(f"LEFT JOIN {join.cte} {join.alias} ON {cond}")
+        group_outputs = [str(i + 1) for i, c in enumerate(plan.columns) if c.kind == "group"]
+        if order and group_outputs:
+            lines.append(f"ORDER BY {', '.join(group_outputs)}")
+        return "\n".join(lines) + "\n"
