@@ -51,7 +51,8 @@ def epoch_for_interval(cfg: PipelineConfig, end: dt.datetime) -> int:
             f"the data interval ending {end.isoformat()} is not after [pipeline] start "
             f"{cfg.start.isoformat()}: no epoch maps to it"
         )
-    k = math.ceil((end - cfg.start) / cfg.epoch_interval - 1e-9)
+    # Seconds, not datetime arithmetic: Airflow passes pendulum datetimes.
+    k = math.ceil((end.timestamp() - cfg.start.timestamp()) / cfg.epoch_interval.total_seconds() - 1e-9)
     return cfg.first_epoch + k - 1
 
 

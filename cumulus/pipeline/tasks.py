@@ -1,0 +1,99 @@
+"""The Python steps of the DAGs (the Spark steps are CumulusSparkJob): which epoch a run
+is, which sources it maps over, whether a source's folder is ready, what publish emits.
+They read with PyIceberg (no JVM) and raise Airflow's skip / fail exceptions, so the DAG
+files stay declarations."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger("cumulus.pipeline")
+
+
+def _home(home: str):
+    from cumulus.config import load_settings
+    from cumulus.pipeline.config import load_pipeline_config
+
+    return load_settings(home), load_pipeline_config(home)
+
+
+def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The epoch of a DAG run: `conf["epoch"]` if given, else the epoch of its data
+    interval (cumulus.pipeline.epochs.epoch_for_interval), else (a run without an
+    interval) the open epoch. Then the ledger decides what is left to do (plan_epoch)."""
+    from cumulus.pipeline.epochs import epoch_for_interval, plan_epoch
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    settings, cfg = _home(home)
+    conf = (context.get("dag_run").conf if context.get("dag_run") is not None else None) or {}
+    end = context.get("data_interval_end")
+    if conf.get("epoch") is not None:
+        epoch, why = int(conf["epoch"]), "run conf"
+    elif end is not None:
+        epoch, why = epoch_for_interval(cfg, end), f"data interval ending {end.isoformat()}"
+    else:
+        epoch, why = None, "the open epoch (the run has no data interval)"
+    plan = plan_epoch(pyiceberg_catalog(settings), settings, cfg, epoch)
+    log.info("run -> epoch %d (%s); ledger: epoch %d is %s, open epoch %d", plan.epoch, why, plan.epoch,
+             plan.state, plan.open_epoch)
+    for work in plan.sources:
+        log.info("epoch %d source %s: folder %s ready=%s untaken=%d carried=%s", plan.epoch, work.source,
+                 work.folder, work.ready, len(work.untaken), work.carried or "-")
+    return {"epoch": plan.epoch, "state": plan.state, "home": str(settings.home),
+            "sources": [w.source for w in plan.sources], "interval": list(plan.interval)}
+
+
+def open_sources(home: str) -> list[str]:
+    """Sources with files of the open epoch not taken yet (the micro-batch's work)."""
+    from cumulus.pipeline.epochs import plan_epoch
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    settings, cfg = _home(home)
+    plan = plan_epoch(pyiceberg_catalog(settings), settings, cfg)
+    busy = [w.source for w in plan.sources if w.paths(require_ready=False)]
+    log.info("open epoch %d: new files from %s", plan.epoch, ", ".join(busy) or "no source")
+    return busy
+
+
+def landing_ready(home: str, epoch: int, state: str, source: str) -> bool:
+    """The sensor's poke: is the source's folder of the epoch complete (ready marker)?
+    A sealed epoch has nothing to wait for: skip."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from cumulus.ingest.sources import get_source
+    from cumulus.pipeline.epochs import OPEN, is_ready, landing_folder
+
+    if state != OPEN:
+        raise AirflowSkipException(f"epoch {epoch} is {state}: nothing to wait for")
+    settings, cfg = _home(home)
+    folder = landing_folder(cfg, get_source(settings, source).landing, epoch)
+    ready = is_ready(cfg, folder)
+    log.info("epoch %d source %s: %s %s", epoch, source, folder, "ready" if ready else
+             f"not ready yet (no {cfg.ready_marker or 'file'}); late after {cfg.late_timeout}")
+    return ready
+
+
+def published_extra(home: str, epoch: int) -> dict[str, Any]:
+    """The asset event's extra for a published epoch; fails the task otherwise (a failed
+    validation stops the asset, so dbt never builds on an unvalidated snapshot)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from cumulus.pipeline.epochs import PUBLISHED
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import ledger_row
+
+    settings, _ = _home(home)
+    row = ledger_row(pyiceberg_catalog(settings), settings, epoch)
+    if row is None or row.state != PUBLISHED:
+        state = row.state if row else "missing"
+        detail = f": {row.validation_detail}" if row and row.validation_detail else ""
+        raise AirflowFailException(
+            f"epoch {epoch} is {state}, not published{detail}; report: {settings.home / 'reports' / f'epoch-{epoch}'}"
+        )
+    published = row.published_at.isoformat() if isinstance(row.published_at, dt.datetime) else None
+    extra = {"epoch": epoch, "tag": f"epoch-{epoch}", "home": str(settings.home), "published_at": published}
+    log.info("epoch %d published: asset extra %s", epoch, extra)
+    return extra
