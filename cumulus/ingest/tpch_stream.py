@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -305,12 +305,14 @@ def read_events(folder: Path, relation: str) -> Iterator[tuple[int, tuple[str, .
                 yield (1 if fields[1] == "1" else -1), tuple(fields[2:])
 
 
-def alive(manifest: Manifest, through_epoch: int) -> dict[str, list[tuple[str, ...]]]:
-    """Every relation's live tuples (text fields) after `through_epoch`: the replay of the
-    stream's files, for oracles (DuckDB over the live rows) and checks."""
+def alive(manifest: Manifest, through_epoch: int | Mapping[str, int]) -> dict[str, list[tuple[str, ...]]]:
+    """Every relation's live tuples (text fields) once the batches up to `through_epoch`
+    are in (an epoch, or one per source: {"sales": 3, "catalog": 2} when a source is
+    behind): the replay of the stream's files, for oracles (DuckDB over the live rows)."""
     live: dict[str, Counter] = {rel: Counter() for rel in RELATIONS}
     for batch in sorted(manifest.batches, key=lambda b: (b.epoch, manifest.sources[b.source])):
-        if batch.epoch > through_epoch:
+        last = through_epoch if isinstance(through_epoch, int) else through_epoch.get(batch.source, 0)
+        if batch.epoch > last:
             continue
         for rel in SOURCES[batch.source][1]:
             for sign, row in read_events(manifest.root / batch.folder, rel):

@@ -1,0 +1,156 @@
+"""Airflow 3 UI plugin: the Cumulus ledger in Airflow's navigation ("Cumulus").
+
+A FastAPI app mounted at /cumulus on the API server:
+    /cumulus/             the page: epochs (state, counts, timings, validation, report
+                          link, late files) and views (stable rows, age, freshness)
+    /cumulus/api/status   the same as JSON (cumulus.pipeline.status.pipeline_status)
+    /cumulus/reports/...  the validation reports (<home>/reports/epoch-N/, Data Docs)
+and an external view that shows the page inside the UI (an iframe at /plugin/cumulus).
+It reads the home's tables with PyIceberg (no JVM). The home is $CUMULUS_HOME of the API
+server. Like every plugin FastAPI app, the routes are not behind Airflow's login.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow.configuration import conf
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+BASE_PATH = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+CACHE_SECONDS = 15.0
+_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+def _status() -> dict[str, Any]:
+    """The status of the home, cached briefly (each read scans a few small tables)."""
+    from cumulus.config import load_settings
+    from cumulus.pipeline.config import pipeline_home
+    from cumulus.pipeline.status import pipeline_status
+
+    home = str(pipeline_home())
+    hit = _cache.get(home)
+    if hit and time.monotonic() - hit[0] < CACHE_SECONDS:
+        return hit[1]
+    status = pipeline_status(load_settings(home))
+    _cache[home] = (time.monotonic(), status)
+    return status
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return '<td class="none">–</td>'
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def _duration(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _epoch_rows(epochs: list[dict]) -> str:
+    rows = []
+    for e in reversed(epochs):
+        report = (f'<td><a href="reports/{html.escape(e["report"])}" target="_blank">report</a></td>'
+                  if e["report"] else _cell(None))
+        validation = e["validation"] or ""
+        detail = html.escape(e["validation_detail"] or "")
+        late = "; ".join(f'{x["kind"]} {x["source"]}: {x["folder"].rsplit("/", 1)[-1]}' for x in e["late"])
+        rows.append(
+            f'<tr class="{html.escape(e["state"])}"><td>{e["epoch"]}</td>'
+            f'<td><span class="state">{html.escape(e["state"])}</span></td>'
+            + "".join(_cell(e[k]) for k in ("events", "rejected", "files", "batches", "deltas"))
+            + _cell(_duration(e["open_seconds"])) + _cell(_duration(e["close_seconds"]))
+            + _cell((e["closed_at"] or "")[:19].replace("T", " ") or None)
+            + f'<td title="{detail}">{html.escape(validation) or "–"}</td>' + report + _cell(late or None)
+            + "</tr>"
+        )
+    return "\n".join(rows)
+
+
+def _view_rows(views: list[dict]) -> str:
+    rows = []
+    for v in views:
+        rows.append(
+            f"<tr><td>{html.escape(v['name'])}</td>" + _cell(v["stable_epoch"]) + _cell(v["stable_rows"])
+            + _cell(_duration(v["stable_age_s"])) + _cell(_duration(v["fresh_age_s"])) + _cell(v["error"]) + "</tr>"
+        )
+    return "\n".join(rows)
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Cumulus ledger</title>
+<meta http-equiv="refresh" content="30">
+<style>
+ body {{ font-family: system-ui, sans-serif; margin: 1.2rem; color: #1a202c; }}
+ h1 {{ font-size: 1.3rem; margin: 0 0 .3rem; }} h2 {{ font-size: 1.05rem; margin: 1.4rem 0 .4rem; }}
+ .meta {{ color: #4a5568; font-size: .85rem; }}
+ table {{ border-collapse: collapse; font-size: .85rem; }}
+ th, td {{ border-bottom: 1px solid #e2e8f0; padding: .3rem .6rem; text-align: right; }}
+ th {{ background: #f7fafc; }} td:first-child, th:first-child {{ text-align: left; }}
+ td.none {{ color: #a0aec0; }}
+ .state {{ border-radius: .6rem; padding: .05rem .5rem; background: #edf2f7; }}
+ tr.published .state {{ background: #c6f6d5; }} tr.failed-validation .state {{ background: #fed7d7; }}
+ tr.open .state {{ background: #bee3f8; }} tr.closed .state, tr.applied .state {{ background: #fefcbf; }}
+</style></head><body>
+<h1>Cumulus ledger</h1>
+<div class="meta">home {home} · open epoch {open_epoch} · read {generated_at} (PyIceberg) ·
+ <a href="api/status">JSON</a></div>
+<h2>Epochs</h2>
+<table id="epochs"><tr><th>epoch</th><th>state</th><th>events</th><th>rejected</th><th>files</th>
+<th>batches</th><th>deltas</th><th>open for</th><th>close took</th><th>closed at (UTC)</th>
+<th>validation</th><th>report</th><th>late files</th></tr>
+{epoch_rows}
+</table>
+<h2>Views</h2>
+<table id="views"><tr><th>view</th><th>stable epoch</th><th>stable rows</th><th>stable age</th>
+<th>main fresh as of</th><th>note</th></tr>
+{view_rows}
+</table>
+</body></html>"""
+
+
+def create_app() -> FastAPI:
+    from cumulus.pipeline.config import pipeline_home
+
+    app = FastAPI(title="Cumulus", description="The Cumulus ledger and views (read with PyIceberg)")
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> str:
+        s = _status()
+        return PAGE.format(
+            home=html.escape(s["home"]), open_epoch=s["open_epoch"], generated_at=s["generated_at"],
+            epoch_rows=_epoch_rows(s["epochs"]), view_rows=_view_rows(s["views"]),
+        )
+
+    @app.get("/api/status")
+    def status() -> JSONResponse:
+        return JSONResponse(_status())
+
+    reports = pipeline_home() / "reports"
+    app.mount("/reports", StaticFiles(directory=str(reports), html=True, check_dir=False), name="reports")
+    return app
+
+
+class CumulusPlugin(AirflowPlugin):
+    name = "cumulus"
+    fastapi_apps = [{"name": "cumulus", "app": create_app(), "url_prefix": "/cumulus"}]
+    external_views = [
+        {
+            "name": "Cumulus",
+            "href": f"{BASE_PATH}/cumulus/",
+            "destination": "nav",
+            "url_route": "cumulus",
+        }
+    ]

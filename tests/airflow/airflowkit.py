@@ -1,0 +1,171 @@
+"""Shared pieces of the Airflow tests (a module of its own name: pytest imports every
+tests/*/conftest.py as `conftest`). An `AirflowEnv` is an AIRFLOW_HOME with SQLite
+metadata, the repository's dags/ and plugins/, and a Cumulus home made from a tiny
+generated TPC-H stream; tasks run the real spark_jobs through spark-submit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SCHEMA = REPO / "demo" / "tpch_schema.sql"
+VIEWS = {
+    "segment_orders": REPO / "tests" / "airflow" / "views" / "segment_orders.sql",
+    "order_priority_mix": REPO / "demo" / "views" / "order_priority_mix.sql",
+}
+START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+INTERVAL = dt.timedelta(days=1)
+ARTIFACTS = REPO / "tests" / "artifacts"
+
+
+def logical_date(epoch: int) -> str:
+    """The `airflow dags test` date of an epoch: the end of its interval (a manual run's
+    data interval ends at its logical date)."""
+    return (START + epoch * INTERVAL).isoformat()
+
+
+def make_stream(root: Path, epochs: int = 3, scale: float = 0.001, fraction: float = 0.01, seed: int = 7):
+    from cumulus.ingest.tpch_stream import generate
+
+    return generate(scale, epochs, fraction, root / "stream", seed, customers_per_epoch=2)
+
+
+@dataclass
+class AirflowEnv:
+    root: Path
+    pipeline: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.root / "airflow"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "CUMULUS_"))}
+        if os.environ.get("CUMULUS_JARS_DIR"):
+            env["CUMULUS_JARS_DIR"] = os.environ["CUMULUS_JARS_DIR"]
+        env.update({
+            "AIRFLOW_HOME": str(self.airflow_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "CUMULUS_HOME": str(self.home),
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(REPO),
+        })
+        return env
+
+    def airflow(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+        log = self.root / "airflow-cli.log"
+        t = time.perf_counter()
+        proc = subprocess.run([str(VENV_BIN / "airflow"), *args], env=self.env(), capture_output=True,
+                              text=True, timeout=timeout)
+        with log.open("a") as fh:
+            fh.write(f"\n$ airflow {' '.join(args)}  ({time.perf_counter() - t:.0f} s, exit {proc.returncode})\n")
+            fh.write(proc.stdout[-200_000:] + proc.stderr[-200_000:])
+        if check and proc.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} exited {proc.returncode}; log: {log}\n"
+                                 f"{(proc.stdout + proc.stderr)[-4000:]}")
+        return proc
+
+    def setup(self, stream, views: dict[str, Path] = VIEWS) -> None:
+        """The Cumulus home (one Spark process) and the Airflow metadata database + pool."""
+        settings = {"start": START.isoformat(), "epoch_interval": "1d", "retries": "2", "retry_delay": "3s",
+                    "poke_interval": "3s", "late_timeout": "60s", **self.pipeline}
+        cmd = [sys.executable, str(REPO / "scripts" / "demo_home.py"), "--home", str(self.home),
+               "--schema", str(SCHEMA), "--stream", str(stream.root), "--spark-master", "local[2]"]
+        cmd += [f"--view={name}={path}" for name, path in views.items()]
+        cmd += [f"--pipeline={k}={v}" for k, v in settings.items()]
+        proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        self.airflow("db", "migrate")
+        self.airflow("pools", "set", "cumulus_catalog", "1", "Cumulus catalog writers")
+
+    def dags_test(self, dag_id: str, date: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.airflow("dags", "test", dag_id, date, check=check)
+
+
+def settings_of(env: AirflowEnv):
+    from cumulus.config import load_settings
+
+    return load_settings(env.home)
+
+
+def ledger(env: AirflowEnv) -> dict:
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import ledger_rows
+
+    settings = settings_of(env)
+    return {r.epoch: r for r in ledger_rows(pyiceberg_catalog(settings), settings)}
+
+
+def _typed(text: str, col):
+    if col.type == "int":
+        return int(text)
+    if col.type == "decimal":
+        return Decimal(text)
+    if col.type == "date":
+        return dt.date.fromisoformat(text)
+    if col.type == "float":
+        return float(text)
+    return text
+
+
+def assert_stable_equals_duckdb(env: AirflowEnv, stream, epoch: int, through) -> list[str]:
+    """Every view read at tag epoch-N (PyIceberg) equals DuckDB over the stream's rows
+    alive `through` (an epoch, or one per source). Returns the views checked."""
+    from oracle import DuckOracle, assert_view_equals_sql
+
+    from cumulus.ingest.tpch_stream import alive
+    from cumulus.read import At, Reader
+    from cumulus.schema import load_schema
+
+    schema = load_schema(SCHEMA)
+    rows = {rel.name: [tuple(_typed(v, c) for v, c in zip(row, rel.columns, strict=True))
+                       for row in alive(stream, through)[rel.name]] for rel in schema.relations}
+    oracle = DuckOracle(schema, rows)
+    reader = Reader(settings_of(env))
+    state = SimpleNamespace(entries=lambda m: reader.entries(m, (), At(epoch)))
+    checked = []
+    for name in reader.compilation.views:
+        assert_view_equals_sql(reader.compilation, name, state, oracle, f"epoch-{epoch}")
+        checked.append(name)
+    return checked
+
+
+def task_states(env: AirflowEnv, dag_id: str, date: str) -> dict[str, str]:
+    """task_id[map_index] -> state of the run of `date` (the dags test run)."""
+    out = env.airflow("tasks", "states-for-dag-run", dag_id, _run_id(env, dag_id, date), "--output", "json")
+    import json
+
+    states = {}
+    for row in json.loads(out.stdout[out.stdout.index("["):]):
+        key = row["task_id"] + (f"[{row['map_index']}]" if str(row.get("map_index", -1)) not in ("-1", "") else "")
+        states[key] = row["state"]
+    return states
+
+
+def _run_id(env: AirflowEnv, dag_id: str, date: str) -> str:
+    import json
+
+    out = env.airflow("dags", "list-runs", dag_id, "--output", "json")
+    runs = json.loads(out.stdout[out.stdout.index("["):])
+    want = dt.datetime.fromisoformat(date)
+    for run in runs:
+        if run.get("logical_date") and dt.datetime.fromisoformat(run["logical_date"]) == want:
+            return run["run_id"]
+    raise AssertionError(f"no run of {dag_id} at {date}: {runs}")

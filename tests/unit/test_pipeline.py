@@ -1,0 +1,111 @@
+"""The pipeline's pure parts (no Airflow, no JVM): [pipeline] configuration, the data
+interval -> epoch mapping, landing folders and readiness, late folders from the ledger."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import pytest
+
+from cumulus.errors import ConfigError
+from cumulus.pipeline.config import load_pipeline_config, parse_duration
+from cumulus.pipeline.epochs import (
+    SourceWork,
+    epoch_for_interval,
+    interval_of_epoch,
+    is_ready,
+    landing_files,
+    landing_folder,
+    late_folders,
+)
+
+UTC = dt.UTC
+
+
+def test_defaults_without_a_home(tmp_path):
+    cfg = load_pipeline_config(tmp_path / "nowhere")
+    assert cfg.epoch_interval == dt.timedelta(hours=1)
+    assert cfg.retries >= 2 and cfg.pool == "cumulus_catalog" and cfg.landing_layout == "epoch-{epoch}"
+
+
+def test_toml_then_environment(tmp_path, monkeypatch):
+    (tmp_path / "cumulus.toml").write_text(
+        '[pipeline]\nepoch_interval = "15m"\nlate_timeout = 90\ncatchup = false\nstart = "2025-03-01T00:00:00"\n'
+    )
+    monkeypatch.setenv("CUMULUS_PIPELINE_LATE_TIMEOUT", "2m")
+    cfg = load_pipeline_config(tmp_path)
+    assert cfg.epoch_interval == dt.timedelta(minutes=15)
+    assert cfg.late_timeout == dt.timedelta(minutes=2)  # the environment wins
+    assert cfg.catchup is False
+    assert cfg.start == dt.datetime(2025, 3, 1, tzinfo=UTC)  # naive means UTC
+
+
+@pytest.mark.parametrize("bad", ['bogus = 1', 'epoch_interval = "soon"', 'landing_layout = "{nope}"',
+                                 'retries = "many"', 'epoch_interval = "0s"'])
+def test_bad_settings_are_refused(tmp_path, bad):
+    (tmp_path / "cumulus.toml").write_text(f"[pipeline]\n{bad}\n")
+    with pytest.raises(ConfigError, match=r"\[pipeline\]"):
+        load_pipeline_config(tmp_path)
+
+
+def test_durations():
+    assert parse_duration("90s") == dt.timedelta(seconds=90)
+    assert parse_duration("1.5h") == dt.timedelta(minutes=90)
+    assert parse_duration(30) == dt.timedelta(seconds=30)
+    assert parse_duration("2w") == dt.timedelta(days=14)
+
+
+def test_intervals_map_to_epochs_and_back(tmp_path):
+    cfg = load_pipeline_config(tmp_path, start="2024-01-01T00:00:00+00:00", epoch_interval="1d", first_epoch=3)
+    start = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    # A scheduled interval [start, start+1d) ends at start+1d: the first epoch.
+    assert epoch_for_interval(cfg, start + dt.timedelta(days=1)) == 3
+    assert epoch_for_interval(cfg, start + dt.timedelta(days=4)) == 6
+    # An end off the grid (a manual run at noon) belongs to the interval containing it.
+    assert epoch_for_interval(cfg, start + dt.timedelta(days=1, hours=12)) == 4
+    for epoch in (3, 4, 9):
+        begin, end = interval_of_epoch(cfg, epoch)
+        assert end - begin == dt.timedelta(days=1)
+        assert epoch_for_interval(cfg, end) == epoch
+    with pytest.raises(ConfigError, match="not after"):
+        epoch_for_interval(cfg, start)
+
+
+def test_landing_layout_and_readiness(tmp_path):
+    cfg = load_pipeline_config(tmp_path, landing_layout="{ds}/part-{epoch}", start="2024-01-01", epoch_interval="1d")
+    folder = landing_folder(cfg, tmp_path / "landing", 2)
+    assert folder == (tmp_path / "landing" / "2024-01-02" / "part-2").resolve()
+    assert not is_ready(cfg, folder)
+    folder.mkdir(parents=True)
+    (folder / "orders.tbl").write_text("1|2|\n")
+    (folder / "_tmp.tbl").write_text("partial\n")
+    (folder / ".hidden").write_text("x\n")
+    assert [p.name for p in landing_files(folder)] == ["orders.tbl"]
+    assert not is_ready(cfg, folder)  # files, but no marker yet
+    (folder / "_SUCCESS").write_text("")
+    assert is_ready(cfg, folder)
+    anyfile = load_pipeline_config(tmp_path, ready_marker="")
+    assert is_ready(anyfile, folder)
+
+
+def test_late_folders_come_from_earlier_epochs_only():
+    rows = [
+        SimpleNamespace(epoch=1, late_files=None),
+        SimpleNamespace(epoch=2, late_files=[{"kind": "late", "source": "catalog", "folder": "/l/catalog/epoch-2"},
+                                             {"kind": "carried", "source": "sales", "folder": "/l/sales/epoch-1"}]),
+        SimpleNamespace(epoch=3, late_files=[{"kind": "late", "source": "catalog", "folder": "/l/catalog/epoch-2"},
+                                             {"kind": "late", "source": "sales", "folder": "/l/sales/epoch-3"}]),
+    ]
+    assert late_folders(rows, before=3) == {"catalog": ["/l/catalog/epoch-2"]}
+    assert late_folders(rows, before=4) == {"catalog": ["/l/catalog/epoch-2"], "sales": ["/l/sales/epoch-3"]}
+
+
+def test_source_work_paths():
+    ready = SourceWork("sales", 1, "/l/sales/epoch-2", True, ["/l/sales/epoch-2/orders.tbl"], ["/l/sales/epoch-1"])
+    assert ready.paths() == ["/l/sales/epoch-2", "/l/sales/epoch-1"]
+    waiting = SourceWork("sales", 1, "/l/sales/epoch-2", False, ["/l/sales/epoch-2/orders.tbl"])
+    assert waiting.paths() == []  # an epoch run takes a folder once it is complete
+    assert waiting.paths(require_ready=False) == ["/l/sales/epoch-2"]  # a micro-batch takes what landed
+    taken = SourceWork("sales", 1, "/l/sales/epoch-2", True, [])
+    assert taken.paths() == []
