@@ -1,33 +1,19 @@
 """Fixtures of the ingestion tests: fresh Cumulus homes, each with its own catalog name so
 that the one test SparkSession can work on several homes (cumulus.store.tables
-.attach_catalog), and helpers to write landing files and read tables back."""
+.attach_catalog). Helpers live in ingestkit.py."""
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from pathlib import Path
 
 import pytest
+from ingestkit import SHOP, write_home
 
-from cumulus.config import Settings, load_settings
+from cumulus.config import Settings
 from cumulus.ingest.sources import add_source
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-SHOP = HERE / "data" / "shop.sql"
-TPCH = REPO / "tests" / "fixtures" / "schemas" / "tpch.sql"
-STANDARD_DEL = REPO.parent / "shared" / "data" / "dbtoaster" / "tpch" / "standard_del"
-
 _homes = itertools.count(1)
-
-
-def write_home(root: Path, catalog: str) -> Settings:
-    """A home folder whose cumulus.toml names its catalog (so CLI runs and subprocesses
-    load the same settings); nothing is created in the catalog yet."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\n')
-    return load_settings(root)
 
 
 @pytest.fixture
@@ -49,35 +35,3 @@ def new_home(tmp_path_factory, spark, request):
     # In-process CLI runs build "their" session: Spark hands back this one and applies
     # the runtime settings, among them the default catalog. Put it back.
     spark.conf.set("spark.sql.defaultCatalog", default_catalog)
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
-def events(spark, settings: Settings, relation: str) -> list[dict]:
-    """Every row of events.<relation>, in version order."""
-    df = spark.table(f"{settings.catalog}.events.{relation}")
-    return [r.asDict() for r in df.orderBy("epoch", "source_id", "seq").collect()]
-
-
-def tuples(rows: list[dict], columns) -> Counter:
-    return Counter(tuple(r[c] for c in columns) for r in rows)
-
-
-def replay(spark, settings: Settings, relation) -> Counter:
-    """The multiset the events of a relation leave (net multiplicity > 0), by Spark SQL
-    over events.* (not by the fold)."""
-    cols = ", ".join(f"`{c}`" for c in relation.column_names)
-    rows = spark.sql(
-        f"SELECT {cols}, SUM(op) AS n FROM {settings.catalog}.events.{relation.name} "
-        f"GROUP BY {cols} HAVING SUM(op) <> 0"
-    ).collect()
-    return Counter({tuple(r[:-1]): r.n for r in rows})
-
-
-def base(spark, settings: Settings, relation) -> Counter:
-    rows = spark.table(f"{settings.catalog}.base.{relation.name}").collect()
-    return Counter({tuple(r[:-1]): r.mult for r in rows})

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHOP, events, write, write_home
+from ingestkit import SHOP, events, write, write_home
 
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source

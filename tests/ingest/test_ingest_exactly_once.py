@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import REPO, SHOP, events, write, write_home
+from ingestkit import REPO, SHOP, events, write, write_home
 
 from cumulus.ingest.faults import ENV, EXIT_CODE, FILE_ENV, InjectedFault
 from cumulus.ingest.job import ingest_files

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHOP, TPCH, write
+from ingestkit import SHOP, TPCH, write
 
 from cumulus.ingest.fastpath import fast_batches
 from cumulus.ingest.formats import codecs

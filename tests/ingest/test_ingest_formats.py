@@ -10,7 +10,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SHOP, STANDARD_DEL, TPCH, write
+from ingestkit import SHOP, STANDARD_DEL, TPCH, write
 
 from cumulus.ingest import dbtoaster
 from cumulus.ingest.formats import codecs, detect_format, read_file, relation_of_file

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import SHOP, base, write, write_home
+from ingestkit import SHOP, base, write, write_home
 
 from cumulus.cli import main
 from cumulus.errors import SchemaError, StoreError

@@ -9,7 +9,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
-from conftest import events, write
+from ingestkit import events, write
 
 from cumulus.cli import main
 from cumulus.errors import IngestError
@@ -39,7 +39,7 @@ def item(id, op="+"):
 def home(tmp_path_factory, spark):
     """One home for the module (the tests build on each other's epochs), with sources
     a (max_error_rate 0.9), b (1.0: never refused) and strict (0.2)."""
-    from conftest import SHOP, write_home
+    from ingestkit import SHOP, write_home
 
     from cumulus.store.home import init_home
 

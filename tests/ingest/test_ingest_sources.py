@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import write
+from ingestkit import write
 
 from cumulus.cli import main
 from cumulus.config import load_settings

@@ -10,7 +10,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import STANDARD_DEL, TPCH, base, events, replay
+from ingestkit import STANDARD_DEL, TPCH, base, events, replay
 
 from cumulus.ingest.job import ingest_files
 from cumulus.schema import load_schema
