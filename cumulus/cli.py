@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "cumulus.commands.ingest",
     "cumulus.commands.epoch",
     "cumulus.commands.quarantine",
+    "cumulus.commands.quality",
     "cumulus.commands.generate",
     "cumulus.commands.maintenance",
 ]

@@ -1,0 +1,103 @@
+"""The Spark frames the suites of expectations/ run on: every table of a kind at the tag
+`epoch-N`, stacked into one long frame (one row per stored row, a column naming the
+table). One GX validation per kind instead of one per table: GX pays several Spark jobs
+per expectation whatever the data size, so per-table suites would cost minutes per epoch
+for a few dozen maps; the stacked frame costs the same few jobs for any number of tables.
+
+Keys and tuples become JSON objects (`to_json` with NULL fields kept): equal keys give
+equal text, so uniqueness is NULL-safe, and a failing row reads well in a report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.close import tag_name
+from cumulus.quality.facts import MapFacts
+from cumulus.schema import Relation
+from cumulus.store.maps import map_table
+from cumulus.store.tables import base_table, events_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+MAPS_SCHEMA = "map STRING, key STRING, value DOUBLE, kind STRING, null_key STRING"
+BASE_SCHEMA = "relation STRING, tuple STRING, mult BIGINT"
+EVENTS_SCHEMA = "relation STRING, op INT, epoch BIGINT, source_id INT, seq BIGINT, batch_id STRING"
+
+
+def at_tag(spark: SparkSession, table: str, epoch: int) -> DataFrame:
+    """`table` as of the tag `epoch-N` (the same as `VERSION AS OF 'epoch-N'`)."""
+    return spark.read.format("iceberg").option("tag", tag_name(epoch)).load(table)
+
+
+def json_of(columns: Sequence[str]) -> Column:
+    """The columns as one JSON object, NULL fields kept ({} for no columns)."""
+    from pyspark.sql import functions as F
+
+    if not columns:
+        return F.lit("{}")
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]), {"ignoreNullFields": "false"})
+
+
+def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts], epoch: int) -> DataFrame:
+    """Columns: map, key (JSON), value (as DOUBLE), kind (count | value), null_key (the
+    first key column that is NULL although it cannot be, else NULL)."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    for m in maps:
+        null_key = (
+            F.coalesce(*[F.when(F.col(f"`{k}`").isNull(), F.lit(k)) for k in m.not_null_keys])
+            if m.not_null_keys
+            else F.lit(None).cast("string")
+        )
+        parts.append(
+            at_tag(spark, map_table(settings, m.name), epoch).select(
+                F.lit(m.name).alias("map"),
+                json_of(m.keys).alias("key"),
+                F.col("value").cast("double").alias("value"),
+                F.lit(m.kind).alias("kind"),
+                null_key.alias("null_key"),
+            )
+        )
+    return _stack(spark, parts, MAPS_SCHEMA)
+
+
+def base_frame(spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int) -> DataFrame:
+    """Columns: relation, tuple (JSON of the relation's columns), mult."""
+    from pyspark.sql import functions as F
+
+    parts = [
+        at_tag(spark, base_table(settings, r.name), epoch).select(
+            F.lit(r.name).alias("relation"),
+            json_of(r.column_names).alias("tuple"),
+            F.col("mult").cast("bigint").alias("mult"),
+        )
+        for r in relations
+    ]
+    return _stack(spark, parts, BASE_SCHEMA)
+
+
+def events_frame(spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int) -> DataFrame:
+    """Columns: relation, op, epoch, source_id, seq, batch_id of every event of `epoch`.
+    events.* is not tagged; its epoch partition no longer changes once the epoch is sealed."""
+    from pyspark.sql import functions as F
+
+    parts = [
+        spark.table(events_table(settings, r.name))
+        .where(F.col("epoch") == epoch)
+        .select(F.lit(r.name).alias("relation"), "op", "epoch", "source_id", "seq", "batch_id")
+        for r in relations
+    ]
+    return _stack(spark, parts, EVENTS_SCHEMA)
+
+
+def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:
+    if not parts:
+        return spark.createDataFrame([], schema)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out

@@ -1,0 +1,215 @@
+"""The oracle: every registered view read at the tag `epoch-N` (the engine's answer,
+`Reader.read_view`) against its SQL recomputed by Spark SQL over base.* at the same tag.
+
+base.<rel> stores a multiset (one row per tuple, `mult` copies of it); the recomputation
+expands each tuple into `mult` rows in a temporary view and runs the view's SQL over
+those (sqlglot turns the view's DuckDB-dialect SQL into Spark's and points its tables
+at the temporary views). AVG(e) is recomputed as CAST(SUM(e) AS DOUBLE) / COUNT(e), the
+view semantics Cumulus documents (docs/compiler.md): Spark's own AVG over a DECIMAL
+rounds to scale + 4, which would differ from the exact quotient in the last digits.
+
+The comparison joins both answers on the view's group columns. Integers and decimals
+compare exactly (12.30 equals 12.3, nothing else does), dates and strings by equality,
+NULL only with NULL; where either side is a DOUBLE, within the suite's tolerances."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings
+from cumulus.schema import Schema
+from cumulus.sql.views import ViewPlan
+from cumulus.store.tables import base_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MISSING_IN_ENGINE = "group missing in the engine's answer"
+MISSING_IN_SQL = "group missing in the recomputation"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    relative: float = 1e-9
+    absolute: float = 1e-9
+
+
+@dataclass
+class ViewComparison:
+    """One view at one epoch: every group of either answer, and what differs."""
+
+    view: str
+    columns: tuple[str, ...]
+    engine_rows: int = 0
+    recomputed_rows: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)  # view, group, engine, recomputed, difference
+    error: str | None = None
+
+    @property
+    def differences(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["difference"] is not None]
+
+    @property
+    def equal(self) -> bool:
+        return self.error is None and not self.differences
+
+
+# ---------------------------------------------------------------- recomputation
+
+
+def temp_view_name(relation: str, epoch: int) -> str:
+    return f"cumulus_oracle_e{epoch}_{relation}"
+
+
+def register_expanded_base(spark: SparkSession, settings: Settings, schema: Schema, epoch: int) -> list[str]:
+    """A temporary view per relation: base.<rel> at the tag, each tuple repeated `mult`
+    times (none when mult <= 0). Returns the views' names, to drop afterwards."""
+    from pyspark.sql import functions as F
+
+    from cumulus.quality.frames import at_tag
+
+    names = []
+    for rel in schema.relations:
+        name = temp_view_name(rel.name, epoch)
+        base = at_tag(spark, base_table(settings, rel.name), epoch)
+        copies = F.explode(F.array_repeat(F.lit(1), F.col("mult").cast("int")))
+        base.select(*[F.col(f"`{c}`") for c in rel.column_names], copies.alias("__copy")).drop(
+            "__copy"
+        ).createOrReplaceTempView(name)
+        names.append(name)
+    return names
+
+
+def spark_sql(view_sql: str, schema: Schema, epoch: int) -> str:
+    """The view's SQL for Spark, its relations replaced by the expanded temporary views
+    (keeping the names as aliases) and AVG(e) as CAST(SUM(e) AS DOUBLE) / COUNT(e)."""
+    import sqlglot
+    from sqlglot import exp
+
+    relations = {r.name.lower() for r in schema.relations}
+    tree = sqlglot.parse_one(view_sql, read="duckdb")
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and node.name.lower() in relations and not node.args.get("db"):
+            alias = node.alias or node.name
+            return exp.Table(
+                this=exp.to_identifier(temp_view_name(node.name.lower(), epoch)),
+                alias=exp.TableAlias(this=exp.to_identifier(alias)),
+            )
+        if isinstance(node, exp.Avg):
+            arg = node.this
+            total = exp.Cast(this=exp.Sum(this=arg.copy()), to=exp.DataType.build("double"))
+            return exp.Div(this=total, expression=exp.Count(this=arg.copy()))
+        return node
+
+    return tree.transform(rewrite).sql(dialect="spark")
+
+
+def recompute(spark: SparkSession, plan: ViewPlan, schema: Schema, epoch: int) -> list[tuple]:
+    """The view's rows by Spark SQL over the expanded base views (registered first)."""
+    return [tuple(row) for row in spark.sql(spark_sql(plan.sql, schema, epoch)).collect()]
+
+
+# ---------------------------------------------------------------- comparison
+
+
+def compare_view(
+    plan: ViewPlan, engine: Sequence[tuple], recomputed: Sequence[tuple], tolerance: Tolerance = Tolerance()
+) -> ViewComparison:
+    """Join both answers on the group columns and describe every difference."""
+    columns = plan.column_names
+    group_at = [i for i, c in enumerate(plan.columns) if c.kind == "group"]
+    out = ViewComparison(plan.name, columns, len(engine), len(recomputed))
+
+    def by_group(rows: Sequence[tuple]) -> dict[tuple, list[tuple]]:
+        groups: dict[tuple, list[tuple]] = {}
+        for row in rows:
+            groups.setdefault(tuple(row[i] for i in group_at), []).append(tuple(row))
+        return groups
+
+    mine, theirs = by_group(engine), by_group(recomputed)
+    for key in sorted(set(mine) | set(theirs), key=_sort_key):
+        left, right = mine.get(key, []), theirs.get(key, [])
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else None
+            b = right[i] if i < len(right) else None
+            if a is None:
+                diff = MISSING_IN_ENGINE
+            elif b is None:
+                diff = MISSING_IN_SQL
+            else:
+                diff = row_difference(columns, a, b, tolerance)
+            if i > 0 and diff is None:
+                diff = "the group occurs more than once"
+            out.rows.append(
+                {
+                    "view": plan.name,
+                    "group": to_json({columns[j]: key[n] for n, j in enumerate(group_at)}),
+                    "engine": None if a is None else to_json(dict(zip(columns, a, strict=True))),
+                    "recomputed": None if b is None else to_json(dict(zip(columns, b, strict=True))),
+                    "difference": diff,
+                }
+            )
+    return out
+
+
+def row_difference(columns: Sequence[str], a: tuple, b: tuple, tolerance: Tolerance) -> str | None:
+    """None when the rows are equal, else 'column: engine X, recomputed Y; ...'."""
+    if len(a) != len(b):
+        return f"the engine has {len(a)} columns, the recomputation {len(b)}"
+    parts = [
+        f"{name}: engine {_show(x)}, recomputed {_show(y)}"
+        for name, x, y in zip(columns, a, b, strict=True)
+        if not same_value(x, y, tolerance)
+    ]
+    return "; ".join(parts) or None
+
+
+def same_value(a: Any, b: Any, tolerance: Tolerance = Tolerance()) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    numbers = (int, float, Decimal)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        if isinstance(a, float) or isinstance(b, float):
+            x, y = float(a), float(b)
+            if math.isnan(x) or math.isnan(y):
+                return math.isnan(x) and math.isnan(y)
+            return math.isclose(x, y, rel_tol=tolerance.relative, abs_tol=tolerance.absolute)
+        return Decimal(a) == Decimal(b)  # exact, whatever the scale
+    if isinstance(a, dt.date) and isinstance(b, dt.date):
+        return type(a) is type(b) and a == b
+    return type(a) is type(b) and a == b
+
+
+def to_json(values: dict[str, Any]) -> str:
+    return json.dumps(values, default=_json_value, sort_keys=False)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, (dt.date, dt.datetime)):
+        return v.isoformat()
+    return str(v)
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((v is not None, type(v).__name__ if v is not None else "", str(v)) for v in key)

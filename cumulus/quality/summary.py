@@ -1,0 +1,120 @@
+"""An epoch's validation summary: `<home>/reports/epoch-N/summary.json` next to the Data
+Docs site, the short form of it in the ledger's `validation_detail`, and the report the
+CLI prints from either. Plain data and files: no GX, no JVM.
+
+summary.json:
+    {"epoch": 3, "outcome": "passed" | "failed", "validated_at": "...", "report": ".../index.html",
+     "suites": [{"suite": "maps", "success": true, "rows": 42, "spec": "maps.yml", "sha256": "...",
+                 "tables": [...], "checks": [{"check": "maps.no_zero_values", "success": true,
+                 "expectation": "...", "description": "...", "element_count": 42,
+                 "unexpected_count": 0, "examples": [], "error": null}, ...]}, ...],
+     "views": [{"view": "sales", "success": true, "engine_rows": 3, "recomputed_rows": 3,
+                "differences": [...a few...], "error": null}],
+     "skipped": {"views": [...], "maps": [...]}, "failed_checks": [...], "seconds": 12.3}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cumulus.config import Settings
+from cumulus.output import render
+
+SUMMARY_FILE = "summary.json"
+PASSED, FAILED = "passed", "failed"
+REPORT_COLUMNS = ("suite", "check", "status", "rows", "unexpected", "detail")
+
+
+def report_dir(settings: Settings, epoch: int) -> Path:
+    return settings.home / "reports" / f"epoch-{epoch}"
+
+
+def summary_path(settings: Settings, epoch: int) -> Path:
+    return report_dir(settings, epoch) / SUMMARY_FILE
+
+
+def write_summary(settings: Settings, summary: Mapping[str, Any]) -> Path:
+    path = summary_path(settings, int(summary["epoch"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)  # readers never see half a file
+    return path
+
+
+def read_summary(settings: Settings, epoch: int) -> dict[str, Any] | None:
+    path = summary_path(settings, epoch)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def ledger_detail(summary: Mapping[str, Any]) -> str:
+    """The short JSON the ledger keeps in validation_detail."""
+    checks = [c for s in summary["suites"] for c in s["checks"]]
+    return json.dumps(
+        {
+            "outcome": summary["outcome"],
+            "report": summary["report"],
+            "summary": summary["summary"],
+            "checks": len(checks),
+            "failed": len(summary["failed_checks"]),
+            "failed_checks": summary["failed_checks"][:20],
+            "views_differing": [v["view"] for v in summary.get("views", []) if not v["success"]],
+        },
+        sort_keys=False,
+    )
+
+
+def failed_checks(suites: list[Mapping[str, Any]], views: list[Mapping[str, Any]]) -> list[str]:
+    """Names of the failed checks; a differing view is named as oracle.<view>."""
+    names = [c["check"] for s in suites for c in s["checks"] if not c["success"]]
+    names += [f"oracle.{v['view']}" for v in views if not v["success"]]
+    return names
+
+
+def report_rows(summary: Mapping[str, Any]) -> list[tuple]:
+    """One row per check (and per view of the oracle) for `cumulus quality report`."""
+    rows = []
+    for suite in summary["suites"]:
+        for c in suite["checks"]:
+            detail = c.get("error") or ("" if c["success"] else _examples(c.get("examples") or []))
+            rows.append(
+                (suite["suite"], c["check"], "ok" if c["success"] else "FAILED", c.get("element_count"),
+                 c.get("unexpected_count"), detail)
+            )
+    for v in summary.get("views", []):
+        if v.get("error"):
+            detail = v["error"]
+        elif v["success"]:
+            detail = f"{v['engine_rows']} rows equal"
+        else:
+            detail = _examples([d["difference"] + f" (group {d['group']})" for d in v["differences"]])
+        rows.append(
+            ("oracle", f"oracle.{v['view']}", "ok" if v["success"] else "FAILED", v["engine_rows"],
+             len(v["differences"]), detail)
+        )
+    return rows
+
+
+def render_report(summary: Mapping[str, Any], fmt: str = "table") -> str:
+    if fmt == "json":
+        return json.dumps(summary, indent=2, default=str) + "\n"
+    head = (
+        f"epoch {summary['epoch']}: validation {summary['outcome']}"
+        + (f" ({len(summary['failed_checks'])} failed: {', '.join(summary['failed_checks'])})" if summary["failed_checks"] else "")
+        + "\n"
+    )
+    skipped = summary.get("skipped") or {}
+    notes = ""
+    if skipped.get("views"):
+        notes += f"skipped views (registered after epoch {summary['epoch']}): {', '.join(skipped['views'])}\n"
+    body = render(list(REPORT_COLUMNS), report_rows(summary), fmt)
+    return head + body + notes + f"report: {summary['report']}\n"
+
+
+def _examples(examples: list[Any], limit: int = 3) -> str:
+    shown = [json.dumps(e, default=str) if not isinstance(e, str) else e for e in examples[:limit]]
+    more = f" (+{len(examples) - limit} more)" if len(examples) > limit else ""
+    return "; ".join(shown) + more

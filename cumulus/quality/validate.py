@@ -1,0 +1,292 @@
+"""validate_epoch: the data-quality step of a closed epoch. Runs the suites of
+expectations/ over the maps, base relations and events at the tag `epoch-N` and the
+oracle over every view, writes the Data Docs site and summary.json to
+`<home>/reports/epoch-N/`, and moves the ledger row closed -> published (validation
+"passed") or failed-validation ("failed"). Idempotent: a published epoch is only
+reported again; a failed one is validated again (after a repair it may pass)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings
+from cumulus.quality.spec import QualityError, SuiteSpec, load_suites
+from cumulus.quality.summary import (
+    FAILED,
+    PASSED,
+    failed_checks,
+    ledger_detail,
+    read_summary,
+    report_dir,
+    summary_path,
+    write_summary,
+)
+from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_row, ledger_rows, transition
+from cumulus.store.ledger import FAILED as FAILED_STATE
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cumulus.quality.gxrun import GxRun, SuiteOutcome
+    from cumulus.sql.views import Compilation
+
+log = logging.getLogger("cumulus.quality")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    epoch: int
+    passed: bool
+    state: str  # the ledger state afterwards
+    report: Path  # the Data Docs index.html
+    summary: dict[str, Any]
+    validated: bool  # False: the epoch was already published and is only reported
+
+
+def epoch_to_validate(reader, settings: Settings) -> int | None:
+    """The latest closed epoch that has not been validated yet (None when there is none)."""
+    closed = [r.epoch for r in ledger_rows(reader, settings) if r.state == CLOSED]
+    return max(closed) if closed else None
+
+
+def validate_epoch(
+    spark: SparkSession,
+    settings: Settings,
+    epoch: int,
+    expectations: str | Path | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    say = progress or (lambda _line: None)
+    row = ledger_row(spark, settings, epoch)
+    if row is None:
+        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
+    if row.state == PUBLISHED:
+        summary = read_summary(settings, epoch) or _summary_from_ledger(settings, epoch, row)
+        say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
+        log.info("epoch %d: already published; reporting the stored validation", epoch)
+        return Outcome(epoch, True, PUBLISHED, Path(summary["report"]), summary, validated=False)
+    if row.state not in (CLOSED, FAILED_STATE):
+        raise QualityError(
+            f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
+            f"(close it first: cumulus --home {settings.home} epoch close)"
+        )
+    specs = load_suites(expectations)
+    started = time.perf_counter()
+    log.info("epoch %d: validating (ledger state %s)", epoch, row.state)
+    summary = _run(spark, settings, epoch, specs, say)
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    write_summary(settings, summary)
+    passed = summary["outcome"] == PASSED
+    state = PUBLISHED if passed else FAILED_STATE
+    transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+    log.info("epoch %d: validation %s -> %s; report %s", epoch, summary["outcome"], state, summary["report"])
+    say(f"epoch {epoch}: validation {summary['outcome']} -> {state}")
+    if not passed:
+        say(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
+    say(f"report: {summary['report']}")
+    return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
+
+
+def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, SuiteSpec], say: Progress) -> dict:
+    import pandas as pd
+
+    from cumulus.engine.registry import compile_registered, registered_views
+    from cumulus.quality import frames
+    from cumulus.quality.facts import map_facts
+    from cumulus.quality.gxrun import GxRun
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.files import committed_batches
+    from cumulus.store.home import load_home_schema
+    from cumulus.store.maps import map_table
+    from cumulus.store.tables import base_table
+
+    schema = load_home_schema(settings)
+    views = registered_views(spark, settings)
+    compilation = compile_registered(schema, views) if views else None
+    due = [v.name for v in views if v.added_epoch <= epoch]  # views added later have no tag epoch-N
+    skipped_views = [v.name for v in views if v.added_epoch > epoch]
+    facts = map_facts(compilation) if compilation else {}
+    sharing = compilation.sharing() if compilation else {}
+    due_maps = [m for m in facts if set(sharing.get(m, ())) & set(due)]
+
+    catalog = pyiceberg_catalog(settings)
+    tables = {map_table(settings, m): "map" for m in due_maps}
+    tables.update({base_table(settings, r.name): "base" for r in schema.relations})
+    tags = {t: _tag_snapshot(catalog, t, epoch) for t in tables}
+    tagged_maps = [facts[m] for m in due_maps if tags[map_table(settings, m)] is not None]
+    tagged_relations = [r for r in schema.relations if tags[base_table(settings, r.name)] is not None]
+
+    site = report_dir(settings, epoch)
+    if site.exists():
+        shutil.rmtree(site)  # a fresh site: no page of an earlier run survives
+    say(
+        f"epoch {epoch}: validating {len(tagged_maps)} maps, {len(tagged_relations)} base relations, "
+        f"the epoch's events and {len(due)} view(s) at tag epoch-{epoch}"
+    )
+    say(f"epoch {epoch}: loading Great Expectations")
+    run = GxRun(site, site_name=f"epoch-{epoch}", run_name=f"epoch-{epoch}")
+    suites: list[dict] = []
+    recorded = ledger_row(spark, settings, epoch).snapshots or {}
+    tag_rows = [
+        {"table": t, "kind": kind, "tag_snapshot": _text(tags[t]), "ledger_snapshot": _text(recorded.get(t))}
+        for t, kind in tables.items()
+    ]
+    outcome = run.validate(specs["tags"], pd.DataFrame(tag_rows, columns=list(specs["tags"].frame), dtype=object))
+    suites.append(_suite_dict(outcome, specs["tags"], list(tables)))
+    _say_suite(say, epoch, outcome)
+    batches = [b.batch_id for b in committed_batches(spark, settings, epoch)]
+    stacked = {
+        "maps": (frames.maps_frame(spark, settings, tagged_maps, epoch), [m.name for m in tagged_maps], {}),
+        "base": (frames.base_frame(spark, settings, tagged_relations, epoch), [r.name for r in tagged_relations], {}),
+        "events": (
+            frames.events_frame(spark, settings, schema.relations, epoch),
+            [r.name for r in schema.relations],
+            {"committed_batches": batches},
+        ),
+    }
+    for name, (frame, names, parameters) in stacked.items():
+        say(f"epoch {epoch}: suite {name} over {len(names)} table(s)")
+        try:
+            outcome = run.validate(specs[name], frame, parameters)
+        finally:
+            frame.unpersist()  # GX persists the frame it validates
+        suites.append(_suite_dict(outcome, specs[name], names))
+        _say_suite(say, epoch, outcome)
+
+    views_out = _oracle(spark, settings, schema, compilation, due, epoch, specs["oracle"], run, suites, say)
+    index = run.build_docs()
+    failed = failed_checks(suites, views_out)
+    return {
+        "epoch": epoch,
+        "outcome": PASSED if not failed else FAILED,
+        "validated_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
+        "report": str(index),
+        "summary": str(summary_path(settings, epoch)),
+        "suites": suites,
+        "views": views_out,
+        "skipped": {"views": skipped_views, "maps": [m for m in facts if m not in due_maps]},
+        "failed_checks": failed,
+    }
+
+
+def _oracle(spark, settings, schema, compilation: Compilation | None, due: list[str], epoch: int,
+            spec: SuiteSpec, run: GxRun, suites: list[dict], say: Progress) -> list[dict]:
+    """Compare every due view with its recomputation; validate the comparison frame."""
+    import pandas as pd
+
+    from cumulus.quality.oracle import (
+        Tolerance,
+        ViewComparison,
+        compare_view,
+        recompute,
+        register_expanded_base,
+    )
+    from cumulus.read import At, Reader
+
+    tolerance = Tolerance(
+        float(spec.meta.get("double_relative_tolerance", 1e-9)), float(spec.meta.get("double_absolute_tolerance", 1e-9))
+    )
+    comparisons: list[ViewComparison] = []
+    temp_views = register_expanded_base(spark, settings, schema, epoch) if due else []
+    try:
+        reader = Reader(settings)
+        for name in due:
+            plan = compilation.views[name]
+            try:
+                engine = reader.read_view(name, At(epoch))
+                recomputed = recompute(spark, plan, schema, epoch)
+                comparison = compare_view(plan, engine, recomputed, tolerance)
+            except Exception as exc:  # a view that cannot be read or recomputed fails its check
+                log.warning("epoch %d: oracle for view %s raised %s: %s", epoch, name, type(exc).__name__, exc)
+                comparison = ViewComparison(name, plan.column_names, error=f"{type(exc).__name__}: {exc}")
+                comparison.rows.append({"view": name, "group": "{}", "engine": None, "recomputed": None,
+                                        "difference": f"error: {comparison.error}"[:500]})
+            comparisons.append(comparison)
+            state = "equal" if comparison.equal else f"DIFFERS ({len(comparison.differences)} rows)"
+            say(f"epoch {epoch}: oracle {name}: {comparison.engine_rows} rows, recomputed {comparison.recomputed_rows}: {state}")
+            log.info("epoch %d: oracle view %s %s", epoch, name, state)
+    finally:
+        for view in temp_views:
+            spark.catalog.dropTempView(view)
+    rows = [r for c in comparisons for r in c.rows]
+    frame = pd.DataFrame(rows, columns=list(spec.frame), dtype=object)
+    outcome = run.validate(spec, frame)
+    suites.append(_suite_dict(outcome, spec, due))
+    _say_suite(say, epoch, outcome)
+    return [
+        {
+            "view": c.view,
+            "success": c.equal,
+            "engine_rows": c.engine_rows,
+            "recomputed_rows": c.recomputed_rows,
+            "differences": c.differences[:5],
+            "error": c.error,
+        }
+        for c in comparisons
+    ]
+
+
+def _tag_snapshot(catalog, table: str, epoch: int) -> int | None:
+    """The snapshot id the tag epoch-N of `table` points at (None: no tag, or no table)."""
+    identifier = table.split(".", 1)[1]  # PyIceberg names drop the catalog
+    try:
+        snapshot = catalog.load_table(identifier).snapshot_by_name(f"epoch-{epoch}")
+    except Exception as exc:  # a missing table has no tag either
+        log.warning("epoch %d: cannot load %s: %s", epoch, table, exc)
+        return None
+    return None if snapshot is None else snapshot.snapshot_id
+
+
+def _text(value) -> str | None:
+    """Snapshot ids as text: pandas would turn a column of ints and NULLs into floats."""
+    return None if value is None else str(value)
+
+
+def _suite_dict(outcome: SuiteOutcome, spec: SuiteSpec, tables: list[str]) -> dict:
+    from dataclasses import asdict
+
+    return {
+        "suite": outcome.name,
+        "success": outcome.success,
+        "rows": outcome.rows,
+        "spec": spec.path.name,
+        "sha256": spec.sha256,
+        "tables": tables,
+        "checks": [{"check": c.pop("name"), **c} for c in (asdict(x) for x in outcome.checks)],
+    }
+
+
+def _say_suite(say: Progress, epoch: int, outcome: SuiteOutcome) -> None:
+    passed = sum(c.success for c in outcome.checks)
+    failed = [c.name for c in outcome.checks if not c.success]
+    say(
+        f"epoch {epoch}: suite {outcome.name}: {passed}/{len(outcome.checks)} checks passed over {outcome.rows} rows"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
+
+
+def _summary_from_ledger(settings: Settings, epoch: int, row) -> dict:
+    """A summary for an epoch whose summary.json is gone: what the ledger remembers."""
+    import json
+
+    detail = json.loads(row.validation_detail) if row.validation_detail else {}
+    return {
+        "epoch": epoch,
+        "outcome": row.validation or "",
+        "validated_at": str(row.updated_at),
+        "report": detail.get("report", str(report_dir(settings, epoch) / "index.html")),
+        "summary": detail.get("summary", str(summary_path(settings, epoch))),
+        "suites": [],
+        "views": [],
+        "skipped": {},
+        "failed_checks": detail.get("failed_checks", []),
+        "from_ledger": True,
+    }

@@ -1,0 +1,98 @@
+"""Shared pieces of the data-quality tests (a module name of its own: pytest imports every
+tests/*/conftest.py as `conftest`, so tests import helpers from here): a tiny shop home
+with two views and one closed epoch, a way to corrupt a map at its tag and to undo it."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from cumulus.config import Settings, load_settings
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SHOP = HERE / "shop.sql"
+# A view over one relation (NULL groups, exact decimal sums, a double average, a date
+# minimum) and one over a join without GROUP BY (a map without keys, join-key maps; the
+# returns repeat, so base tuples with mult > 1 must be expanded). 8 maps in all.
+VIEWS = {
+    "sales": "SELECT region, COUNT(*) AS n, SUM(price) AS revenue, AVG(weight) AS avg_weight, "
+    "MIN(o_date) AS first_day FROM orders GROUP BY region",
+    "returned": "SELECT COUNT(*) AS returns FROM orders o, returns r WHERE o.o_id = r.r_order",
+}
+EVENTS = 80
+_homes = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ShopHome:
+    settings: Settings
+    epoch: int  # the closed epoch
+
+
+def build_shop_home(spark, root: Path) -> ShopHome:
+    """init, one source, both views, then one epoch of synthetic events (inserts and
+    deletes of live tuples) ingested and closed. Tiny, so the module stays fast."""
+    from cumulus.engine.close import close_epoch
+    from cumulus.engine.registry import batch_plan
+    from cumulus.engine.views import add_view
+    from cumulus.ingest.job import ingest_files
+    from cumulus.ingest.sources import add_source
+    from cumulus.ingest.synthetic import generate_events, write_dbtoaster
+    from cumulus.schema import load_schema
+    from cumulus.store.home import init_home
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n')
+    settings = load_settings(root)
+    init_home(spark, settings, SHOP)
+    add_source(settings, "shop", 1)
+    schema = load_schema(SHOP)
+    compiled = None
+    for name, sql in VIEWS.items():
+        compiled = add_view(spark, settings, schema, name, sql)
+    plan = batch_plan(compiled)
+    events = generate_events(schema, EVENTS, seed=7, domain=4, delete_ratio=0.25)
+    folder = write_dbtoaster(events, root.parent / f"in-{root.name}", schema)
+    ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
+    close_epoch(spark, settings, plan, 1)
+    return ShopHome(settings, 1)
+
+
+def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, extra: int = 3) -> tuple:
+    """Append a second row for an existing entry of `map_name` (value `extra`) and move
+    the tag epoch-N onto that snapshot: the entry is now stored twice and every read
+    sums it to a wrong value. Returns the key that was hit."""
+    from cumulus.quality.frames import at_tag
+    from cumulus.store.maps import map_table
+
+    table = map_table(settings, map_name)
+    rows = at_tag(spark, table, epoch).orderBy("value").collect()
+    victim = rows[0].asDict()
+    victim.update(value=extra, source_id=9, seq=999_999)
+    columns = list(victim)
+    spark.createDataFrame([tuple(victim[c] for c in columns)], at_tag(spark, table, epoch).schema).writeTo(table).append()
+    spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
+    return tuple(v for k, v in victim.items() if k not in ("value", "epoch", "source_id", "seq"))
+
+
+def restore_tag(spark, settings: Settings, map_name: str, epoch: int) -> int:
+    """Move the tag epoch-N back onto the snapshot the close recorded in the ledger."""
+    from cumulus.store.ledger import ledger_row
+    from cumulus.store.maps import map_table
+
+    table = map_table(settings, map_name)
+    snapshot = ledger_row(spark, settings, epoch).snapshots[table]
+    spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}` AS OF VERSION {snapshot}")
+    return snapshot
+
+
+def job_main(name: str):
+    """`main` of spark_jobs/<name>.py (a script folder, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"spark_job_{name}", REPO / "spark_jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main

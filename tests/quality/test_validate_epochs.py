@@ -1,0 +1,96 @@
+"""Validation of a closed epoch end to end on one tiny home (two views, one epoch): a map
+corrupted at its tag fails the suites and the oracle (ledger failed-validation, exit
+status 1, the failing checks named); once the tag is repaired the same epoch passes, is
+published with a Data Docs site, and `quality report` prints it. The tests run in order
+on one home."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from qualitykit import build_shop_home, corrupt_map, job_main, restore_tag
+
+from cumulus.cli import main
+from cumulus.store.catalog import pyiceberg_catalog
+from cumulus.store.ledger import ledger_row
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def shop(spark, tmp_path_factory):
+    default_catalog = spark.conf.get("spark.sql.defaultCatalog")
+    home = build_shop_home(spark, tmp_path_factory.mktemp("quality") / "home")
+    yield home
+    spark.conf.set("spark.sql.defaultCatalog", default_catalog)  # the CLI switched it
+
+
+def _cli(home, *args: str) -> int:
+    return main(["--home", str(home.settings.home), *args])
+
+
+def _ledger(home):
+    return ledger_row(pyiceberg_catalog(home.settings), home.settings, home.epoch)
+
+
+def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
+    corrupt_map(spark, shop.settings, "sales_count", shop.epoch)
+    status = job_main("validate")(["--home", str(shop.settings.home)])  # default: the latest closed epoch
+    out = capsys.readouterr().out
+    assert status == 1, out
+    row = _ledger(shop)
+    assert (row.state, row.validation) == ("failed-validation", "failed")
+    failed = json.loads(row.validation_detail)["failed_checks"]
+    assert "tags.match_ledger" in failed  # the tag was moved after the close
+    assert "maps.one_row_per_entry" in failed  # an entry is stored twice
+    assert "oracle.views_equal_sql" in failed and "oracle.sales" in failed  # its count is off
+    assert "oracle.returned" not in failed and "base.mult_positive" not in failed
+    assert "failed checks:" in out and "maps.one_row_per_entry" in out
+    assert (shop.settings.home / "reports" / "epoch-1" / "index.html").is_file()
+    summary = json.loads((shop.settings.home / "reports" / "epoch-1" / "summary.json").read_text())
+    (sales,) = [v for v in summary["views"] if v["view"] == "sales"]
+    assert sales["differences"] and "n: engine" in sales["differences"][0]["difference"]
+
+    assert _cli(shop, "quality", "report") == 0  # default: the latest validated epoch
+    report = capsys.readouterr().out
+    assert "epoch 1: validation failed" in report and "FAILED" in report and "oracle.sales" in report
+
+
+def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -> None:
+    restore_tag(spark, shop.settings, "sales_count", shop.epoch)
+    assert _cli(shop, "validate") == 0  # a failed epoch is no longer waiting: named explicitly
+    assert "nothing to validate" in capsys.readouterr().out
+    status = _cli(shop, "validate", "--epoch", str(shop.epoch))
+    out = capsys.readouterr().out
+    assert status == 0, out
+    row = _ledger(shop)
+    assert (row.state, row.validation) == ("published", "passed")
+    detail = json.loads(row.validation_detail)
+    assert detail["failed_checks"] == [] and detail["report"].endswith("reports/epoch-1/index.html")
+    site = shop.settings.home / "reports" / "epoch-1"
+    assert (site / "index.html").is_file()
+    assert any((site / "validations").rglob("*.html")), "no validation page in the Data Docs site"
+    summary = json.loads((site / "summary.json").read_text())
+    assert [s["suite"] for s in summary["suites"]] == ["tags", "maps", "base", "events", "oracle"]
+    assert {v["view"]: v["success"] for v in summary["views"]} == {"sales": True, "returned": True}
+    maps = summary["suites"][1]
+    assert maps["rows"] > 0 and len(maps["tables"]) == 8
+    assert "epoch 1: validation passed -> published" in out
+
+
+def test_quality_report_prints_every_check_and_the_site(shop, capsys) -> None:
+    assert _cli(shop, "quality", "report", "--epoch", "1") == 0
+    out = capsys.readouterr().out
+    assert "epoch 1: validation passed" in out
+    for check in ("tags.present", "maps.one_row_per_entry", "base.mult_positive", "events.versions_unique", "oracle.sales"):
+        assert check in out
+    assert str(shop.settings.home / "reports" / "epoch-1" / "index.html") in out
+    assert _cli(shop, "quality", "report", "--epoch", "1", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "passed"
+
+
+def test_a_published_epoch_is_only_reported_again(shop, capsys) -> None:
+    assert _cli(shop, "validate", "--epoch", "1") == 0
+    assert "already published" in capsys.readouterr().out
+    assert _ledger(shop).state == "published"
