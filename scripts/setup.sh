@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a Debian 12 machine: installs only what is missing.
 #   1. system pieces (apt, one `apt-get update` only when something must be installed):
-#      Java 17, the SQLite / PostgreSQL JDBC drivers and jarjar from Debian
+#      Java 17, the SQLite / PostgreSQL JDBC drivers, jarjar and chromium from Debian
 #   2. uv, the project venv (.venv, Python 3.11) and its packages (skipped when a stamp
 #      of requirements.txt + pyproject.toml matches)
 #   3. .cache/jars/: the relocated Jackson jar Iceberg needs (built once, see
@@ -35,6 +35,8 @@ java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+# Headless Chromium: the Airflow UI test takes screenshots of the UI and the plugin page.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v python3.11 >/dev/null 2>&1 || missing+=(python3)
 if ! command -v uv >/dev/null 2>&1 && ! python3.11 -m uv --version >/dev/null 2>&1 \
     && ! python3.11 -m pip --version >/dev/null 2>&1; then
@@ -48,7 +50,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     as_root apt-get update -qq
     as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
-    say "system packages: ok (java, sqlite-jdbc, jarjar, postgresql jdbc)"
+    say "system packages: ok (java, sqlite-jdbc, jarjar, postgresql jdbc, chromium)"
 fi
 java -version >/dev/null 2>&1 || die "java still not runnable after installing openjdk-17-jre-headless"
 
