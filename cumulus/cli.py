@@ -22,6 +22,8 @@ COMMAND_MODULES = [
     "cumulus.commands.ingest",
     "cumulus.commands.epoch",
     "cumulus.commands.quarantine",
+    "cumulus.commands.dbt",
+    "cumulus.commands.sqlserver",
     "cumulus.commands.quality",
     "cumulus.commands.generate",
     "cumulus.commands.maintenance",

@@ -1,0 +1,129 @@
+"""`cumulus dbt ...`: the dbt project (models/) on a Cumulus home.
+
+    cumulus dbt profile                  write <home>/dbt/profiles.yml from the settings
+    cumulus dbt generate [--check]       the generated staging models (cumulus/dbt/generate.py)
+    cumulus dbt [--epoch N] COMMAND ...  any dbt command (run, build, test, docs generate,
+                                         ls, debug, ...) with the profile written first and
+                                         the home's target/ and logs/"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cumulus.config import settings_from_args
+from cumulus.errors import CumulusError
+
+HELP = """\
+commands:
+  profile                 write <home>/dbt/profiles.yml from the Cumulus settings and print its path
+  generate [--check]      write the staging models and sources from the views (--check: only compare)
+  COMMAND [ARGS...]       run dbt COMMAND on the home: run, build, test, docs generate, ls, debug, ...
+
+examples:
+  cumulus --home H dbt build                      # the latest published epoch
+  cumulus --home H dbt --epoch 3 build            # tag epoch-3
+  cumulus --home H dbt docs generate
+  cumulus dbt generate --schema demo/tpch_schema.sql demo/views/*.sql
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "dbt", help="run the dbt project (models/) on the home's stable snapshots",
+        description="Run dbt on the Cumulus home: a dbt-spark session on the home's Iceberg "
+        "catalog, reading the maps at a published epoch's tag.",
+        epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--epoch", type=int, help="the epoch to read (the dbt var `epoch`); default: the latest published")
+    parser.add_argument("dbt_args", nargs=argparse.REMAINDER, metavar="COMMAND ...", help="profile, generate, or a dbt command")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.dbt_args:
+        raise CumulusError("give a command: profile, generate, or a dbt command (cumulus dbt --help)")
+    command, rest = args.dbt_args[0], args.dbt_args[1:]
+    if command == "profile":
+        return _profile(args)
+    if command == "generate":
+        return _generate(args, rest)
+    return _dbt(args, command, rest)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from cumulus.dbt.profile import write_profile
+
+    print(write_profile(settings_from_args(args)))
+    return 0
+
+
+def _generate(args: argparse.Namespace, rest: list[str]) -> int:
+    from cumulus.dbt.generate import generate
+    from cumulus.dbt.profile import project_dir
+
+    parser = argparse.ArgumentParser(
+        prog="cumulus dbt generate",
+        description="Write models/staging (sources, one staging model per view, tests) from the "
+        "views: the given VIEW.sql files compiled in the order given, or the home's registered views.",
+    )
+    parser.add_argument("views", nargs="*", help="view files (name: the file's stem); none: the home's views")
+    parser.add_argument("--schema", help="the schema DDL for view files (default: the home's)")
+    parser.add_argument("--project-dir", type=Path, default=None, help="the dbt project (default: models/)")
+    parser.add_argument("--check", action="store_true", help="only report files that differ; exit 1 if any")
+    opts = parser.parse_args(rest)
+    compilation = _compile(args, opts)
+    generated = generate(compilation)
+    project = opts.project_dir or project_dir()
+    if opts.check:
+        diffs = generated.differences(project)
+        for line in diffs:
+            print(line)
+        print("generated files are up to date" if not diffs else "run `cumulus dbt generate` to update them",
+              file=sys.stderr)
+        return 1 if diffs else 0
+    written = generated.write(project)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{len(generated.files)} generated files, {len(written)} changed", file=sys.stderr)
+    return 0
+
+
+def _compile(args: argparse.Namespace, opts: argparse.Namespace):
+    from cumulus.schema import load_schema
+    from cumulus.sql.views import compile_views
+
+    if not opts.views:
+        from cumulus.read import Reader
+
+        return Reader(settings_from_args(args)).compilation
+    if opts.schema:
+        schema = load_schema(opts.schema)
+    else:
+        from cumulus.store.home import load_home_schema
+
+        schema = load_home_schema(settings_from_args(args))
+    views = [(Path(p).stem.lower(), Path(p).read_text()) for p in opts.views]
+    return compile_views(schema, views)
+
+
+def _dbt(args: argparse.Namespace, command: str, rest: list[str]) -> int:
+    """Replace this process with dbt (its output, exit code and Ctrl-C are dbt's own)."""
+    import yaml
+
+    from cumulus.dbt.profile import dbt_env, dbt_executable, write_profile
+
+    settings = settings_from_args(args)
+    write_profile(settings)
+    argv = [dbt_executable(), command, *rest]
+    if args.epoch is not None:
+        if "--vars" in rest:
+            raise CumulusError("give the epoch either as --epoch or inside --vars, not both")
+        argv += ["--vars", yaml.safe_dump({"epoch": args.epoch}, default_flow_style=True).strip()]
+    env = {**os.environ, **dbt_env(settings)}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(argv[0], argv, env)
+    return 0  # not reached

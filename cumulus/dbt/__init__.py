@@ -1,0 +1,3 @@
+"""dbt on Cumulus' stable snapshots: the profile (a dbt-spark session on the Cumulus
+catalog, built from the settings), the staging models generated from the views, and the
+environment `cumulus dbt ...` runs dbt in. The dbt project itself is `models/`."""

@@ -1,0 +1,112 @@
+"""The dbt profile of a Cumulus home: dbt-spark's `session` method, whose Spark settings
+(`server_side_parameters`) are the session factory's (cumulus.engine.session.spark_conf),
+so dbt sees the same Iceberg catalog, jars and warehouse as the engine.
+
+dbt-spark builds its session with `SparkSession.builder.enableHiveSupport()`, applies the
+`server_side_parameters` one by one and calls `getOrCreate()` (dbt/adapters/spark/session.py);
+PySpark passes them to the JVM it launches, so `spark.jars` and the driver options take
+effect. One setting is added (see profile()): no Hive metastore. The profile is written to
+`<home>/dbt/profiles.yml` (it holds absolute paths and possibly the catalog password, so
+it lives with the home, not in the repository), next to dbt's target/ and logs/."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from cumulus.config import Settings
+from cumulus.engine.jars import REPO_ROOT
+
+PROFILE = "cumulus"
+TARGET = "session"
+SCHEMA = "analytics"  # models without a +schema; staging/ and marts/ name their own
+PROJECT_ENV = "CUMULUS_DBT_PROJECT_DIR"
+
+
+def project_dir() -> Path:
+    """The dbt project: $CUMULUS_DBT_PROJECT_DIR, else the repository's models/."""
+    return Path(os.environ.get(PROJECT_ENV) or REPO_ROOT / "models")
+
+
+def dbt_dir(settings: Settings) -> Path:
+    return settings.home / "dbt"
+
+
+def profiles_path(settings: Settings) -> Path:
+    return dbt_dir(settings) / "profiles.yml"
+
+
+def profile(settings: Settings) -> dict:
+    """profiles.yml as a dict: one target, a dbt-spark session on the Cumulus catalog."""
+    from cumulus.engine.session import spark_conf
+
+    conf = spark_conf(settings, app_name="cumulus-dbt")
+    # dbt-spark calls enableHiveSupport() before applying these: without this the first
+    # query waits for a Derby Hive metastore (tens of seconds) that nothing here uses; every
+    # table dbt reads or writes is in the Iceberg catalog.
+    conf["spark.sql.catalogImplementation"] = "in-memory"
+    return {
+        PROFILE: {
+            "target": TARGET,
+            "outputs": {
+                TARGET: {
+                    "type": "spark",
+                    "method": "session",
+                    "host": "localhost",  # unused by the session method, required by the schema
+                    "schema": SCHEMA,
+                    "threads": 1,  # one SparkSession; Spark parallelizes inside a model
+                    "server_side_parameters": dict(sorted(conf.items())),
+                }
+            },
+        }
+    }
+
+
+def profile_text(settings: Settings) -> str:
+    import yaml
+
+    head = (
+        f"# Written by `cumulus dbt profile` for the home {settings.home}: regenerated from its\n"
+        "# settings (cumulus.toml, CUMULUS_* variables) by every `cumulus dbt ...`; edit those instead.\n"
+    )
+    return head + yaml.safe_dump(profile(settings), sort_keys=False, default_flow_style=False)
+
+
+def write_profile(settings: Settings) -> Path:
+    """Write `<home>/dbt/profiles.yml` when its content changed (DAG files call this at
+    parse time, so an unchanged profile is not touched); returns its path."""
+    path = profiles_path(settings)
+    text = profile_text(settings)
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".yml.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o600)  # may hold the catalog password
+        tmp.replace(path)
+    return path
+
+
+def dbt_env(settings: Settings) -> dict[str, str]:
+    """Environment for a dbt process on this home: where the profile, target/ and logs/
+    are, and what the session factory would set for a local Spark driver."""
+    env = {
+        "CUMULUS_HOME": str(settings.home),
+        "DBT_PROFILES_DIR": str(dbt_dir(settings)),
+        "DBT_PROJECT_DIR": str(project_dir()),
+        "DBT_TARGET_PATH": str(dbt_dir(settings) / "target"),
+        "DBT_LOG_PATH": str(dbt_dir(settings) / "logs"),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    }
+    if settings.is_local:
+        env["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def dbt_executable() -> str:
+    """The dbt next to the running Python (the venv's), else dbt on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).with_name("dbt")
+    return str(beside) if beside.is_file() else (shutil.which("dbt") or "dbt")

@@ -1,0 +1,110 @@
+"""The dbt project (models/) on the tiny home: `cumulus dbt build` (every model and test,
+the epoch from the ledger: the latest published) and `cumulus dbt --epoch 1 docs
+generate`; the marts are Iceberg tables whose numbers agree with the view read in
+Python; and the cosmos DAG (dags/cumulus_dbt.py) renders one task per model, with the
+epoch of the triggering asset event as the dbt var."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlreadskit import REPO
+
+from cumulus.read import At, Reader
+
+BIN = Path(sys.executable).parent
+
+
+def cumulus_dbt(settings, *args: str, timeout: float = 300) -> str:
+    out = subprocess.run(
+        [str(BIN / "cumulus"), "--home", str(settings.home), "dbt", *args],
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    return out.stdout
+
+
+def test_dbt_build_and_docs_on_the_stable_snapshot(spark, tpch_home) -> None:
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import PUBLISHED, transition
+
+    transition(spark, tpch_home, 1, PUBLISHED, validation="passed")  # the DAG's publish step
+    built = cumulus_dbt(tpch_home, "build")
+    assert "ERROR=0" in built and "WARN=0" in built and "PASS=" in built, built[-3000:]
+
+    docs = cumulus_dbt(tpch_home, "--epoch", "1", "docs", "generate")
+    target = tpch_home.home / "dbt" / "target"
+    assert "Catalog written" in docs and (target / "index.html").is_file()
+    catalog = json.loads((target / "catalog.json").read_text())
+    assert {"model.cumulus.nation_revenue", "model.cumulus.stg_cumulus__pricing_summary"} <= set(catalog["nodes"])
+    compiled = next(target.rglob("stg_cumulus__order_priority_mix.sql")).read_text()
+    assert "VERSION AS OF 'epoch-1'" in compiled and "{{" not in compiled
+
+    # The marts are Iceberg tables (PyIceberg loads them), built from tag epoch-1.
+    tables = pyiceberg_catalog(tpch_home)
+    nations = tables.load_table("marts.nation_revenue").scan().to_arrow().to_pylist()
+    view = Reader(tpch_home).read_view("revenue_by_nation_brand", At(1))
+    assert sum(Decimal(r["revenue"]) for r in nations) == sum(Decimal(r[2]) for r in view)
+    assert {r["as_of_epoch"] for r in nations} == {1}
+    assert len(nations) == len({r[0] for r in view})
+    mix = tables.load_table("marts.order_priority_mix").scan().to_arrow().to_pylist()
+    assert abs(sum(r["order_share"] for r in mix) - 1) < 1e-9
+    assert sum(r["order_count"] for r in mix) == 1500  # epoch 1 holds every order; main lost some
+
+
+DAG_CHECK = r"""
+import json, sys
+from types import SimpleNamespace
+from airflow.dag_processing.dagbag import DagBag
+from cumulus.pipeline.assets import STABLE_SNAPSHOT
+
+bag = DagBag(dag_folder=sys.argv[1])
+dag = bag.dags["cumulus_dbt"]
+task = dag.task_dict["stg_cumulus__order_priority_mix_model_build"]
+events = {STABLE_SNAPSHOT: [SimpleNamespace(extra={"epoch": 2, "tag": "epoch-2"}),
+                            SimpleNamespace(extra={"epoch": 3, "tag": "epoch-3"})]}
+env = dag.get_template_env()
+print(json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()},
+    "tasks": sorted(dag.task_dict),
+    "operators": sorted({type(t).__name__ for t in dag.tasks}),
+    "retries": sorted({t.retries for t in dag.tasks}),
+    "tags": sorted(dag.tags),
+    "schedule": [a.name for a in dag.timetable.asset_condition.iter_assets().values()]
+        if hasattr(dag.timetable.asset_condition, "iter_assets") else str(dag.timetable),
+    "epoch": env.from_string(task.vars["epoch"]).render(triggering_asset_events=events),
+    "manual": env.from_string(task.vars["epoch"]).render(triggering_asset_events={}),
+    "profile": str(task.profile_config.profiles_yml_filepath),
+}))
+"""
+
+
+@pytest.mark.airflow
+def test_cosmos_renders_the_dbt_dag(tpch_home, tmp_path) -> None:
+    env = {**os.environ, "CUMULUS_HOME": str(tpch_home.home), "AIRFLOW_HOME": str(tmp_path / "airflow"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
+           "AIRFLOW__COSMOS__ENABLE_CACHE": "0"}  # the dbt ls cache lives in Airflow's database
+    dag_file = tmp_path / "dags"
+    dag_file.mkdir()
+    (dag_file / "cumulus_dbt.py").write_text((REPO / "dags" / "cumulus_dbt.py").read_text())
+    out = subprocess.run([sys.executable, "-c", DAG_CHECK, str(dag_file)], env=env, capture_output=True,
+                         text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-5000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["errors"] == {}
+    models = ["stg_cumulus__order_priority_mix", "stg_cumulus__pricing_summary",
+              "stg_cumulus__revenue_by_nation_brand", "nation_revenue", "brand_ranking",
+              "order_priority_mix", "pricing_summary"]
+    assert {f"{m}_model_build" for m in models} <= set(got["tasks"])
+    assert "assert_nation_revenue_matches_staging_test" in got["tasks"]  # a test of two models: after both
+    assert got["operators"] == ["DbtBuildLocalOperator", "DbtTestLocalOperator"]
+    assert got["retries"] == [2] and got["tags"] == ["cumulus", "dbt"]
+    assert "cumulus_stable_snapshot" in json.dumps(got["schedule"])
+    assert got["epoch"] == "3" and got["manual"] == ""
+    assert got["profile"] == str(tpch_home.home / "dbt" / "profiles.yml")
