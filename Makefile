@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-unit test-spark lint demo
+.PHONY: setup test test-unit test-spark lint demo sql-server
 
 setup:
 	bash scripts/setup.sh
@@ -22,3 +22,8 @@ lint: setup
 
 demo: setup
 	bash scripts/demo.sh
+
+# The SQL endpoint (Spark Thrift server, docs/sql.md) on $CUMULUS_HOME or ./.cumulus:
+# `make sql-server PORT=10001 HOME_DIR=/path/to/home`.
+sql-server: setup
+	.venv/bin/cumulus $(if $(HOME_DIR),--home $(HOME_DIR)) sql-server $(if $(PORT),--port $(PORT))
