@@ -1,0 +1,147 @@
+"""docker-compose.yml and the Dockerfile, checked statically: there is no Docker engine in
+the development sandbox, so nothing here starts a container. The checks are the ones a
+`docker compose config` and a first `up` would fail on, plus Cumulus' own consistency:
+the settings every container reads resolve to the deployment's catalog, master and
+warehouse."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cumulus.config import ENV_VARS, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+ONE_SHOT = {"airflow-init", "minio-init"}
+INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def interpolate(value: str) -> str:
+    """Compose's ${VAR:-default} with the defaults (no .env file)."""
+    return INTERPOLATION.sub(lambda m: m.group(2) or "", value)
+
+
+def env_of(service: str) -> dict[str, str]:
+    env = SERVICES[service].get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: interpolate(str(v)) for k, v in env.items()}
+
+
+def test_the_deployment_has_every_component() -> None:
+    wanted = {"postgres", "minio", "spark-master", "spark-worker", "airflow-api-server",
+              "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init", "sql-server"}
+    assert wanted <= set(SERVICES)
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_service_is_well_formed(name) -> None:
+    svc = SERVICES[name]
+    assert svc.get("image") or svc.get("build"), f"{name}: no image or build"
+    if "build" in svc:
+        assert (REPO / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file()
+    if name not in ONE_SHOT:
+        test = svc.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name}: no healthcheck"
+        assert svc.get("restart") == "unless-stopped", name
+    for dep, cond in (svc.get("depends_on") or {}).items():
+        assert dep in SERVICES, f"{name} depends on unknown {dep}"
+        expected = "service_completed_successfully" if dep in ONE_SHOT else "service_healthy"
+        assert cond["condition"] == expected, f"{name} -> {dep}"
+    for volume in svc.get("volumes", []):
+        source = volume.split(":", 1)[0]
+        if source.startswith((".", "/")):
+            assert (REPO / source).exists(), f"{name}: bind mount {source} does not exist"
+        else:
+            assert source in COMPOSE["volumes"], f"{name}: undeclared volume {source}"
+
+
+def test_published_ports_are_unique() -> None:
+    host_ports = [str(p).split(":")[0] for s in SERVICES.values() for p in s.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), host_ports
+
+
+def test_hostnames_in_settings_are_services() -> None:
+    """Every host a container is told to reach is a service of this file."""
+    hosts = set()
+    for name in SERVICES:
+        for value in env_of(name).values():
+            hosts |= set(re.findall(r"(?:jdbc:postgresql|postgresql\+psycopg2|spark|http)://(?:[^@/]*@)?([\w-]+)", value))
+    hosts.discard("localhost")
+    assert hosts and hosts <= set(SERVICES), hosts - set(SERVICES)
+
+
+def test_cumulus_processes_share_one_configuration(tmp_path, monkeypatch) -> None:
+    """The settings each Cumulus container resolves (CUMULUS_* variables + docker/cumulus.toml)
+    name the PostgreSQL catalog, the standalone master and the S3 warehouse."""
+    from cumulus.engine.session import spark_conf
+
+    cumulus_services = [n for n in SERVICES if "CUMULUS_HOME" in env_of(n)]
+    assert {"airflow-scheduler", "spark-worker", "sql-server", "airflow-init"} <= set(cumulus_services)
+    envs = {n: {k: v for k, v in env_of(n).items() if k.startswith("CUMULUS_")} for n in cumulus_services}
+    assert all(e == envs["airflow-scheduler"] for e in envs.values())
+    env = envs["airflow-scheduler"]
+    assert set(env) - {"CUMULUS_HOME"} <= set(ENV_VARS.values()), "unknown CUMULUS_ variable"
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cumulus.toml").write_text((REPO / "docker" / "cumulus.toml").read_text())
+    for key, value in env.items():
+        if key != "CUMULUS_HOME":
+            monkeypatch.setenv(key, value)
+    settings = load_settings(home)
+    conf = spark_conf(settings)
+    cat = f"spark.sql.catalog.{settings.catalog}"
+    assert conf["spark.master"] == "spark://spark-master:7077"
+    assert conf[f"{cat}.uri"] == "jdbc:postgresql://postgres:5432/cumulus"
+    assert conf[f"{cat}.jdbc.user"] == "cumulus"
+    assert conf[f"{cat}.warehouse"] == "s3://cumulus-warehouse/"
+    assert conf[f"{cat}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert any(j.endswith("postgresql.jar") for j in conf["spark.jars"].split(","))
+    # the warehouse bucket is the one minio-init creates, the endpoint is the minio service
+    assert "cumulus-warehouse" in " ".join(SERVICES["minio-init"]["command"])
+    assert conf[f"{cat}.s3.endpoint"] == "http://minio:9000"
+
+
+def test_airflow_services_share_metadata_db_and_secrets() -> None:
+    airflow = [n for n in SERVICES if n.startswith("airflow-")]
+    keys = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__CORE__DAGS_FOLDER")
+    for key in keys:
+        values = {env_of(n).get(key) for n in airflow}
+        assert len(values) == 1 and None not in values, key
+    env = env_of("airflow-scheduler")
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/cumulus/dags"
+    assert (REPO / "dags").is_dir() and (REPO / "plugins").is_dir()
+    commands = {" ".join(SERVICES[n]["command"]) for n in airflow if "command" in SERVICES[n]}
+    for role in ("api-server", "scheduler", "dag-processor", "triggerer"):
+        assert any(c.startswith(f"airflow {role}") for c in commands), role
+    postgres = env_of("postgres")
+    assert postgres["POSTGRES_DB"] == "airflow"
+    init_sql = (REPO / "docker" / "postgres" / "init-cumulus-db.sql").read_text()
+    assert "CREATE DATABASE cumulus" in init_sql and env_of("airflow-scheduler")["CUMULUS_CATALOG_PASSWORD"] in init_sql
+
+
+def test_dockerfile_installs_requirements_and_the_code() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0].startswith("#") and any(line.startswith("FROM python:3.11") for line in lines)
+    copies = [line.split()[1:-1] for line in lines if line.startswith("COPY ")]
+    assert ["requirements.txt"] in copies and ["."] in copies
+    for sources in copies:
+        for src in sources:
+            assert (REPO / src).exists(), src
+    assert "-r requirements.txt" in text and "scripts/setup.sh" in text
+    assert "openjdk-17-jre-headless" in text
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".cache" in ignored  # setup.sh builds them inside the image
+    init = (REPO / "docker" / "init.sh").read_text()
+    assert "airflow db migrate" in init and "cumulus init" in init
+    for name in ("docker/init.sh", "demo/tpch_schema.sql", "scripts/setup.sh"):
+        assert (REPO / name).is_file(), name
