@@ -55,6 +55,10 @@ def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT
     from cumulus.engine.session import spark_conf
 
     conf = spark_conf(settings, app_name="cumulus-sql-server")
+    # spark.jars reach the driver through a child class loader that the server's JDBC
+    # sessions do not use (their catalog lookup fails with ClassNotFoundException:
+    # SparkCatalog): put them on the driver's own class path as well.
+    conf["spark.driver.extraClassPath"] = ":".join(conf["spark.jars"].split(","))
     command = [str(spark_submit()), "--class", THRIFT_SERVER_CLASS, "--name", "cumulus-sql-server"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
@@ -66,6 +70,16 @@ def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT
     if settings.is_local:
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return ServerPlan(command, env, host, port, settings.home / "logs" / "sql-server.log")
+
+
+def ensure_default_namespace(settings: Settings) -> None:
+    """Every JDBC session starts with `USE <database of the URL>`, `default` when the URL
+    names none, and the Cumulus catalog is the sessions' current catalog: without a
+    `default` namespace there, connecting fails (SCHEMA_NOT_FOUND). An empty one is created
+    (PyIceberg, no JVM; idempotent)."""
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    pyiceberg_catalog(settings).create_namespace_if_not_exists("default")
 
 
 def port_open(host: str, port: int) -> bool:
@@ -82,6 +96,7 @@ def serve(settings: Settings, host: str, port: int, timeout: float = 180.0, out=
     from cumulus.store.home import load_home_schema
 
     load_home_schema(settings)  # refuse an uninitialized home with the usual message
+    ensure_default_namespace(settings)
     plan = server_plan(settings, host, port)
     if port_open(host, port):
         raise SQLServerError(f"port {port} on {host} is already in use: pick another with --port")
@@ -137,12 +152,12 @@ def serve(settings: Settings, host: str, port: int, timeout: float = 180.0, out=
 
 
 def _ready_text(plan: ServerPlan, settings: Settings, seconds: float) -> str:
-    beeline = Path(sys.executable).with_name("beeline")
+    venv = Path(sys.executable).parent
     return (
         f"cumulus sql-server: ready in {seconds:.0f} s: {plan.jdbc_url}\n"
-        f"  beeline:  {beeline} -u {plan.jdbc_url} -e 'SHOW TABLES IN maps'\n"
+        f"  beeline:  PATH={venv}:$PATH beeline -u {plan.jdbc_url} -e 'SHOW TABLES IN maps'\n"
         f"  a view:   cumulus --home {settings.home} view sql NAME --epoch N > view.sql; "
-        f"{beeline.name} -u {plan.jdbc_url} -f view.sql\n"
+        f"beeline -u {plan.jdbc_url} -f view.sql\n"
         f"  JDBC:     {plan.jdbc_url} (Hive JDBC driver; no user or password)\n"
         "  Ctrl-C stops the server."
     )
