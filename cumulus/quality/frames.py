@@ -94,6 +94,18 @@ def events_frame(spark: SparkSession, settings: Settings, relations: Iterable[Re
     return _stack(spark, parts, EVENTS_SCHEMA)
 
 
+def materialize(frame: DataFrame) -> DataFrame:
+    """The frame read once and kept: GX runs several Spark jobs per expectation, and
+    without this each of them would plan and scan every stacked table again. Fewer
+    partitions than tables (a stacked frame has at least one per table) keep the many
+    small jobs cheap; the unpersist is the caller's."""
+    spark = frame.sparkSession
+    partitions = max(1, min(frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism))
+    kept = frame.coalesce(partitions).persist()
+    kept.count()
+    return kept
+
+
 def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:
     if not parts:
         return spark.createDataFrame([], schema)

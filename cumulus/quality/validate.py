@@ -154,10 +154,11 @@ def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, S
     }
     for name, (frame, names, parameters) in stacked.items():
         say(f"epoch {epoch}: suite {name} over {len(names)} table(s)")
+        frame = frames.materialize(frame)
         try:
             outcome = run.validate(specs[name], frame, parameters)
         finally:
-            frame.unpersist()  # GX persists the frame it validates
+            frame.unpersist()
         suites.append(_suite_dict(outcome, specs[name], names))
         _say_suite(say, epoch, outcome)
 

@@ -15,7 +15,7 @@ REPO = HERE.parents[1]
 SHOP = HERE / "shop.sql"
 # A view over one relation (NULL groups, exact decimal sums, a double average, a date
 # minimum) and one over a join without GROUP BY (a map without keys, join-key maps; the
-# returns repeat, so base tuples with mult > 1 must be expanded). 8 maps in all.
+# returns repeat, so base tuples with mult > 1 must be expanded). 7 maps in all.
 VIEWS = {
     "sales": "SELECT region, COUNT(*) AS n, SUM(price) AS revenue, AVG(weight) AS avg_weight, "
     "MIN(o_date) AS first_day FROM orders GROUP BY region",

@@ -75,7 +75,7 @@ def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -
     assert [s["suite"] for s in summary["suites"]] == ["tags", "maps", "base", "events", "oracle"]
     assert {v["view"]: v["success"] for v in summary["views"]} == {"sales": True, "returned": True}
     maps = summary["suites"][1]
-    assert maps["rows"] > 0 and len(maps["tables"]) == 8
+    assert maps["rows"] > 0 and len(maps["tables"]) == 7
     assert "epoch 1: validation passed -> published" in out
 
 
