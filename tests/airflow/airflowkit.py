@@ -63,6 +63,10 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            # dags/cumulus_dbt.py runs `dbt ls` while parsing: more than the default 30 s
+            # on a busy 2-core machine.
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "240",
             "CUMULUS_HOME": str(self.home),
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONPATH": str(REPO),

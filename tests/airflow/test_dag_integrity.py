@@ -1,0 +1,100 @@
+"""DAG integrity: every DAG in dags/ imports without errors (Airflow's DagBag, in a fresh
+AIRFLOW_HOME), has tags and retries >= 2 on every task; the epoch DAG's shape (mapped
+per-source tasks, ordering, pool, asset, interval from configuration); the UI plugin
+loads with its FastAPI app and navigation entry. No Spark runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from airflowkit import REPO, AirflowEnv
+
+pytestmark = pytest.mark.airflow
+
+REPORT = r"""
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+from airflow import plugins_manager
+
+bag = DagBag(sys.argv[1])
+dags = {}
+for dag_id, dag in bag.dags.items():
+    tasks = {}
+    for t in dag.tasks:
+        tasks[t.task_id] = {
+            "retries": t.retries, "pool": t.pool, "trigger_rule": str(t.trigger_rule),
+            "depends_on_past": t.depends_on_past, "mapped": t.get_closest_mapped_task_group() is not None,
+            "mode": getattr(t, "mode", None), "soft_fail": getattr(t, "soft_fail", None),
+            "outlets": [getattr(o, "uri", str(o)) for o in (t.outlets or [])],
+            "downstream": sorted(t.downstream_task_ids), "type": type(t).__name__,
+        }
+    dags[dag_id] = {
+        "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs, "catchup": dag.catchup,
+        "timetable": type(dag.timetable).__name__, "delta": str(getattr(dag.timetable, "delta", "")),
+        "fileloc": dag.fileloc, "tasks": tasks,
+    }
+plugins = plugins_manager.get_fastapi_plugins()[0]
+views, _ = plugins_manager._get_ui_plugins()
+print("REPORT" + json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": dags,
+    "fastapi": [{"name": a["name"], "url_prefix": a["url_prefix"]} for a in plugins],
+    "views": views,
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    env = AirflowEnv(tmp_path_factory.mktemp("integrity"))
+    env.airflow("db", "migrate")  # the metadata database (cosmos caches its dbt ls in a Variable)
+    environ = env.env()
+    environ["CUMULUS_PIPELINE_EPOCH_INTERVAL"] = "2h"  # configuration reaches the DAG
+    environ["CUMULUS_PIPELINE_POOL"] = "cumulus_test_pool"
+    proc = subprocess.run([sys.executable, "-c", REPORT, str(REPO / "dags")], env=environ,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT"))
+    return json.loads(line[len("REPORT"):])
+
+
+def test_every_dag_imports(report):
+    assert not report["errors"], "\n\n".join(f"{path}:\n{error[-3000:]}" for path, error in report["errors"].items())
+    files = {p.name for p in (REPO / "dags").glob("*.py")}
+    loaded = {d["fileloc"].rsplit("/", 1)[-1] for d in report["dags"].values()}
+    assert files <= loaded, f"DAG files without a DAG: {files - loaded}"
+    assert {"cumulus_epoch", "cumulus_microbatch", "cumulus_maintenance"} <= set(report["dags"])
+
+
+def test_tags_and_retries(report):
+    for dag_id, dag in report["dags"].items():
+        assert dag["tags"], f"{dag_id} has no tags"
+        for task_id, task in dag["tasks"].items():
+            assert task["retries"] >= 2, f"{dag_id}.{task_id}: retries {task['retries']}"
+
+
+def test_epoch_dag_shape(report):
+    dag = report["dags"]["cumulus_epoch"]
+    tasks = dag["tasks"]
+    assert dag["max_active_runs"] == 1 and dag["catchup"] is True
+    assert dag["timetable"] == "DeltaDataIntervalTimetable" and dag["delta"] == "2:00:00"
+    for name in ("source.wait", "source.ingest", "source.apply"):
+        assert tasks[name]["mapped"], f"{name} is not mapped over the sources"
+    assert tasks["source.wait"]["type"] == "DecoratedSensorOperator"  # waits for the landing files
+    assert tasks["source.wait"]["mode"] == "reschedule" and tasks["source.wait"]["soft_fail"] is True
+    assert tasks["source.ingest"]["downstream"] == ["source.apply"]
+    assert tasks["source.apply"]["downstream"] == ["close"]
+    assert tasks["close"]["downstream"] == ["validate"] and tasks["validate"]["downstream"] == ["publish"]
+    assert tasks["close"]["depends_on_past"] is True  # epochs close in order
+    for name in ("source.ingest", "source.apply", "close", "validate"):
+        assert tasks[name]["pool"] == "cumulus_test_pool", name  # the catalog writers' pool
+    assert [u.rstrip("/") for u in tasks["publish"]["outlets"]] == ["cumulus://stable-snapshot"]
+    assert report["dags"]["cumulus_maintenance"]["tasks"]["maintenance"]["pool"] == "cumulus_test_pool"
+
+
+def test_plugin_registers_its_app_and_nav_entry(report):
+    assert {"name": "cumulus", "url_prefix": "/cumulus"} in report["fastapi"]
+    views = [v for v in report["views"] if v.get("url_route") == "cumulus"]
+    assert views and views[0]["destination"] == "nav" and views[0]["href"].endswith("/cumulus/")
