@@ -173,3 +173,98 @@ def _run_id(env: AirflowEnv, dag_id: str, date: str) -> str:
         if run.get("logical_date") and dt.datetime.fromisoformat(run["logical_date"]) == want:
             return run["run_id"]
     raise AssertionError(f"no run of {dag_id} at {date}: {runs}")
+
+
+# ------------------------------------------------------------------ a real Airflow
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (websockets): set the Airflow
+    JWT cookie, open pages, read their text, take screenshots."""
+
+    def __init__(self, profile: Path):
+        import re
+        import shutil
+
+        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+        if not exe:
+            raise AssertionError("chromium not found: run `make setup` (scripts/setup.sh installs it)")
+        self.proc = subprocess.Popen(
+            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-port=0", f"--user-data-dir={profile}", "--window-size=1440,900",
+             "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            m = re.search(r"DevTools listening on (ws://\S+)", line)
+            if m:
+                break
+        else:
+            raise AssertionError("chromium did not open its DevTools port")
+        port = int(re.search(r":(\d+)/", m.group(1)).group(1))
+        import json
+        import urllib.request
+
+        pages = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
+        url = next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
+        from websockets.sync.client import connect
+
+        self.ws = connect(url, max_size=None, open_timeout=30)
+        self._id = 0
+        self.call("Page.enable")
+        self.call("Network.enable")
+
+    def call(self, method: str, **params):
+        import json
+
+        self._id += 1
+        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=120))
+            if msg.get("id") == self._id:
+                if "error" in msg:
+                    raise AssertionError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    def set_cookie(self, name: str, value: str, url: str) -> None:
+        self.call("Network.setCookie", name=name, value=value, url=url)
+
+    def open(self, url: str, settle: float = 6.0) -> str:
+        """Load `url`, wait for it (and the UI's own requests) to settle; its text."""
+        self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = self.call("Runtime.evaluate", expression="document.readyState")["result"].get("value")
+            if state == "complete":
+                break
+            time.sleep(0.5)
+        time.sleep(settle)
+        return self.call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''")[
+            "result"].get("value", "")
+
+    def screenshot(self, path: Path) -> Path:
+        import base64
+
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        import signal
+
+        try:
+            self.ws.close()
+        finally:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)

@@ -1,0 +1,169 @@
+"""The real Airflow on loopback (`airflow standalone`: API server, scheduler, DAG
+processor, triggerer; LocalExecutor, SQLite): log in with the simple auth manager's JWT
+flow, unpause and trigger cumulus_epoch through the REST API v2, wait for it, check the
+asset event it published and that cumulus_dbt ran on it, read the plugin's status, and
+open the UI and the plugin page in headless Chromium. Screenshots are kept in
+tests/artifacts/airflow/ (the test prints the paths)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from airflowkit import (
+    ARTIFACTS,
+    VENV_BIN,
+    AirflowEnv,
+    Browser,
+    free_port,
+    logical_date,
+    make_stream,
+)
+
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.slow]
+
+
+class Api:
+    def __init__(self, base: str):
+        self.base = base
+        self.token: str | None = None
+
+    def request(self, method: str, path: str, body=None, auth: bool = True, form: bool = False):
+        data = None
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if auth and self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                text = resp.read().decode()
+                return resp.status, (json.loads(text) if text.startswith(("{", "[")) else text)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def ok(self, method: str, path: str, body=None):
+        status, data = self.request(method, path, body)
+        assert 200 <= status < 300, f"{method} {path}: {status} {data}"
+        return data
+
+
+def wait_for(what: str, check, timeout: float, every: float = 5.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last})")
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory):
+    root = tmp_path_factory.mktemp("standalone")
+    stream = make_stream(root, epochs=1)
+    # A ten-year interval: no scheduled interval has ended, so only the REST API's runs exist.
+    env = AirflowEnv(root, pipeline={"epoch_interval": "3650d", "maintenance_interval": "3650d",
+                                     "microbatch_interval": "3650d"})
+    env.setup(stream)
+    port = free_port()
+    password = secrets.token_urlsafe(12)
+    (env.airflow_home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}))
+    environ = env.env()
+    environ.update({
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "30",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "20",
+    })
+    log = open(root / "standalone.log", "w")  # noqa: SIM115 - open while the server runs
+    proc = subprocess.Popen([str(VENV_BIN / "airflow"), "standalone"], env=environ, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    api = Api(f"http://127.0.0.1:{port}")
+    try:
+        wait_for("the API server", lambda: api.request("GET", "/api/v2/monitor/health", auth=False)[0] == 200,
+                 timeout=240)
+        yield env, api, password, root
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
+    env, api, password, root = airflow
+
+    # The simple auth manager's JWT flow: no token, no API.
+    assert api.request("GET", "/api/v2/dags", auth=False)[0] == 401
+    status, body = api.request("POST", "/auth/token", {"username": "admin", "password": password}, auth=False)
+    assert status == 201, body
+    api.token = body["access_token"]
+
+    wait_for("the DAGs to be parsed", lambda: {"cumulus_epoch", "cumulus_dbt"} <= {
+        d["dag_id"] for d in api.ok("GET", "/api/v2/dags?dag_id_pattern=cumulus")["dags"]}, timeout=300)
+    for dag_id in ("cumulus_epoch", "cumulus_dbt"):
+        api.ok("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+
+    run = api.ok("POST", "/api/v2/dags/cumulus_epoch/dagRuns",
+                 {"logical_date": logical_date(1), "note": "epoch 1 from the Airflow test"})
+    run_path = f"/api/v2/dags/cumulus_epoch/dagRuns/{run['dag_run_id']}"
+
+    def finished():
+        state = api.ok("GET", run_path)["state"]
+        return state if state in ("success", "failed") else None
+
+    assert wait_for("cumulus_epoch to finish", finished, timeout=1500, every=10) == "success", \
+        api.ok("GET", f"{run_path}/taskInstances")
+
+    events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
+    assert [(e["extra"]["epoch"], e["extra"]["tag"]) for e in events] == [(1, "epoch-1")]
+
+    def dbt_done():
+        runs = api.ok("GET", "/api/v2/dags/cumulus_dbt/dagRuns")["dag_runs"]
+        done = [r for r in runs if r["run_type"] == "asset_triggered" and r["state"] in ("success", "failed")]
+        return done[0] if done else None
+
+    dbt_run = wait_for("cumulus_dbt on the asset", dbt_done, timeout=1500, every=10)
+    assert dbt_run["state"] == "success", api.ok(
+        "GET", f"/api/v2/dags/cumulus_dbt/dagRuns/{dbt_run['dag_run_id']}/taskInstances")
+
+    status = api.ok("GET", "/cumulus/api/status")
+    assert [(e["epoch"], e["state"], e["validation"]) for e in status["epochs"]][:1] == [(1, "published", "passed")]
+    assert {v["name"]: v["stable_epoch"] for v in status["views"]} == {"segment_orders": 1, "order_priority_mix": 1}
+
+    shots = ARTIFACTS / "airflow"
+    browser = Browser(root / "chromium")
+    try:
+        browser.set_cookie("_token", api.token, api.base)
+        text = browser.open(f"{api.base}/dags/cumulus_epoch", settle=8)
+        assert "cumulus_epoch" in text, text[:2000]
+        ui = browser.screenshot(shots / "airflow-ui-cumulus_epoch.png")
+        text = browser.open(f"{api.base}/plugin/cumulus", settle=8)
+        assert "Cumulus" in text, text[:2000]
+        nav = browser.screenshot(shots / "airflow-ui-cumulus-plugin.png")
+        text = browser.open(f"{api.base}/cumulus/", settle=2)
+        assert "Cumulus ledger" in text and "published" in text, text[:2000]
+        page = browser.screenshot(shots / "cumulus-plugin-page.png")
+    finally:
+        browser.close()
+    for path in (ui, nav, page):
+        assert path.stat().st_size > 10_000, path
+        print(f"screenshot: {path}")
