@@ -54,6 +54,9 @@ class Settings:
     warehouse: Path | None = None
     spark_ui: bool = False
     shuffle_partitions: int = 4
+    # Tables written at once by one step (map appends, consolidations, tags, folds): each
+    # is a small Spark job plus a catalog commit, mostly latency, so threads overlap them.
+    table_workers: int = 4
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:

@@ -33,6 +33,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    """One epoch's ledger row: state, times, counts, validation, and every metric."""
+    from cumulus.engine.metrics import human_bytes
+    from cumulus.errors import CumulusError
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import ledger_row, ledger_rows
+
+    settings = settings_from_args(args)
+    catalog = pyiceberg_catalog(settings)
+    epoch = args.epoch if args.epoch is not None else max((r.epoch for r in ledger_rows(catalog, settings)), default=0)
+    row = ledger_row(catalog, settings, epoch)
+    if row is None:
+        raise CumulusError(f"epoch {epoch} is not in the ledger (cumulus epoch status)")
+    items = [(name, getattr(row, name)) for name in COLUMNS + ["validation_detail", "late_files"]]
+    for key, value in sorted((row.metrics or {}).items()):
+        shown = f"{value} ({human_bytes(value)})" if key.endswith("bytes_read") or key.endswith("bytes_written") else value
+        items.append((f"metrics.{key}", shown if args.format == "table" else value))
+    items.append(("tagged_tables", len(row.snapshots or {})))
+    sys.stdout.write(render(["field", "value"], items, args.format))
+    return 0
+
+
 def cmd_close(args: argparse.Namespace) -> int:
     from cumulus.commands.views import engine_plan
     from cumulus.engine.close import close_epoch
@@ -53,6 +75,10 @@ def register(subparsers) -> None:
     st = sub.add_parser("status", help="the open epoch and every ledger row")
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
+    show = sub.add_parser("show", help="one epoch's ledger row with its metrics (time, rows and bytes per step)")
+    show.add_argument("epoch", type=int, nargs="?", help="the epoch (default: the newest)")
+    show.add_argument("--format", choices=FORMATS, default="table")
+    show.set_defaults(func=cmd_show)
     close = sub.add_parser(
         "close",
         help="seal the open epoch, apply what is pending, repair, consolidate, fold, tag epoch-N",

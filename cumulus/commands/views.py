@@ -35,11 +35,21 @@ def engine_plan(args):
 
 def cmd_view_add(args: argparse.Namespace) -> int:
     from cumulus.commands.m3 import read_text
+    from cumulus.engine.registry import M3, SQL
     from cumulus.engine.views import add_view
 
     settings, spark, schema = _engine(args)
-    compiled = add_view(spark, settings, schema, args.name.lower(), read_text(args.sql))
-    plan = compiled.views[args.name.lower()]
+    kind = M3 if args.sql.endswith(".m3") or args.m3 else SQL
+    name = args.name.lower()
+    text = read_text(args.sql)
+    compiled = add_view(spark, settings, schema, name, text, kind)
+    if kind == M3:
+        from cumulus.m3.parser import parse_program
+
+        maps = parse_program(text, name).map_names
+        print(f"program {name}: registered; maps {', '.join(maps)} (read them with `cumulus read MAP`)")
+        return 0
+    plan = compiled.views[name]
     print(f"view {plan.name}: registered; columns {', '.join(plan.column_names)}; reads maps {', '.join(plan.maps)}")
     return 0
 
@@ -139,7 +149,8 @@ def register(subparsers) -> None:
     sub.required = True
     add = sub.add_parser("add", help="compile a view with the registered ones, create and back-fill its maps")
     add.add_argument("name", help="the view's name")
-    add.add_argument("sql", help="a file holding the view's SELECT ('-' for standard input)")
+    add.add_argument("sql", help="a file holding the view's SELECT, or an M3 program (*.m3); '-' for standard input")
+    add.add_argument("--m3", action="store_true", help="the input is a hand-written M3 program (implied by .m3)")
     add.set_defaults(func=cmd_view_add)
     ls = sub.add_parser("list", help="the registered views")
     ls.add_argument("--format", choices=FORMATS, default="table")

@@ -12,6 +12,7 @@ uses the pinned snapshots to repair batches that read a stale state (concurrent 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import time
@@ -22,13 +23,15 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import CumulusError
 from cumulus.ingest.faults import fault_point
-from cumulus.store.commit import snapshots, table_metadata, write_options
+from cumulus.parallel import for_each
+from cumulus.store.commit import EPOCH, snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import map_table
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import META, events_table, qualified
+from cumulus.store.tables import META, ensure_table, events_table, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +53,8 @@ APPLIES_COLUMNS = (
     ("events", "BIGINT"),
     ("deltas", "BIGINT"),
     ("seconds", "DOUBLE"),
+    ("bytes_read", "BIGINT"),  # by the batch's Spark stages: events, map slices
+    ("bytes_written", "BIGINT"),
     ("started_at", "TIMESTAMP"),
     ("finished_at", "TIMESTAMP"),
 )
@@ -74,6 +79,8 @@ class ApplyRecord:
     events: int = 0
     deltas: int = 0
     seconds: float = 0.0
+    bytes_read: int = 0
+    bytes_written: int = 0
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
 
@@ -97,23 +104,24 @@ def applies_table(settings: Settings) -> str:
 
 
 def ensure_applies_table(spark: SparkSession, settings: Settings) -> None:
-    cols = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {applies_table(settings)} ({cols}) USING iceberg")
+    ensure_table(spark, applies_table(settings), APPLIES_COLUMNS)
 
 
 def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
+    """Each apply's latest record (a `done` row supersedes its `started` row), oldest first."""
     where = {"epoch": epoch} if epoch is not None else None
-    rows = read_rows(spark, applies_table(settings), where)
-    return sorted((ApplyRecord.from_row(r) for r in rows), key=lambda r: (r.started_at or dt.datetime.min, r.batch_id))
+    latest: dict[str, ApplyRecord] = {}
+    for record in map(ApplyRecord.from_row, read_rows(spark, applies_table(settings), where)):
+        if record.batch_id not in latest or record.status == "done":
+            latest[record.batch_id] = record
+    return sorted(latest.values(), key=lambda r: (r.started_at or dt.datetime.min, r.batch_id))
 
 
 def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
+    """Append the record's current state (started, then done): an append commits in a
+    fraction of a MERGE's time, and apply_records keeps the latest state per batch."""
     ddl = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
-    spark.createDataFrame([record.as_row()], ddl).createOrReplaceTempView("cumulus_apply_upsert")
-    spark.sql(
-        f"MERGE INTO {applies_table(settings)} t USING cumulus_apply_upsert s ON t.batch_id = s.batch_id "
-        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-    )
+    spark.createDataFrame([record.as_row()], ddl).writeTo(applies_table(settings)).append()
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -200,33 +208,58 @@ def _new_record(
     )
 
 
+@dataclass(frozen=True)
+class Written:
+    rows: int
+    snapshot_id: int
+
+
 def write_deltas(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
     deltas: Mapping[str, DataFrame],
-) -> dict[str, int]:
-    """Append each map's deltas in one commit marked with the batch id; maps that already
-    have such a commit (an earlier try) are skipped. Returns {map: rows written}."""
+) -> dict[str, Written]:
+    """Append each map's deltas in one commit marked with the batch id, several maps at
+    once (settings.table_workers); maps that already have such a commit (an earlier try)
+    keep it. Returns {map: rows and snapshot of the batch's commit}."""
     from pyspark.sql import functions as F
 
-    counts = {}
-    for name, df in deltas.items():
+    def write(name: str) -> Written:
         table = map_table(settings, name)
-        if record.batch_id in committed_batches(spark, table):
+        mine = _batch_commit(spark, table, record.batch_id)
+        if mine is not None:
             log.info("epoch %d source %d: %s already holds batch %s", record.epoch, record.source_id, name, record.batch_id)
-            continue
-        info = plan.maps[name]
-        rows = df.select(
-            *[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)],
-            "value",
-            F.lit(record.epoch).cast("bigint").alias("epoch"),
-            F.lit(record.source_id).cast("int").alias("source_id"),
-            F.lit(record.seq_max).cast("bigint").alias("seq"),
-        )
-        rows.writeTo(table).options(**write_options({APPLY_BATCH: record.batch_id, "cumulus.epoch": record.epoch})).append()
-        mine = [s for s in snapshots(spark, table) if s.summary.get(APPLY_BATCH) == record.batch_id]
-        counts[name] = int(mine[-1].summary.get("added-records", 0)) if mine else 0
-        fault_point("apply.after-map-commit")
-    return counts
+        else:
+            info = plan.maps[name]
+            rows = deltas[name].select(
+                *[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)],
+                "value",
+                F.lit(record.epoch).cast("bigint").alias("epoch"),
+                F.lit(record.source_id).cast("int").alias("source_id"),
+                F.lit(record.seq_max).cast("bigint").alias("seq"),
+            )
+            props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
+            rows.writeTo(table).options(**write_options(props)).append()
+            fault_point("apply.after-map-commit")
+            mine = _batch_commit(spark, table, record.batch_id)
+            assert mine is not None, f"{table}: the commit of batch {record.batch_id} is not in its history"
+        return Written(int(mine.summary.get("added-records", 0)), mine.snapshot_id)
+
+    return for_each(write, sorted(deltas), settings.table_workers, f"epoch {record.epoch} map appends")
+
+
+def _batch_commit(spark: SparkSession, table: str, batch_id: str):
+    mine = [s for s in snapshots(spark, table) if s.summary.get(APPLY_BATCH) == batch_id]
+    return mine[-1] if mine else None
+
+
+def count_events(events: Mapping[str, DataFrame]) -> int:
+    """Rows of every relation's batch, in one Spark job."""
+    from pyspark.sql import functions as F
+
+    if not events:
+        return 0
+    counted = [df.select(F.lit(1).alias("one")) for df in events.values()]
+    return int(functools.reduce(lambda a, b: a.unionAll(b), counted).count())
 
 
 def apply_source(
@@ -250,24 +283,24 @@ def apply_source(
                 return None
             save_record(spark, settings, record)
         fault_point("apply.after-record")
-        t0 = time.perf_counter()
+        t0, meter = time.perf_counter(), StageMeter(spark)
         events = batch_events(spark, settings, plan, record)
-        deltas = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshots))
-        counts = write_deltas(spark, settings, plan, record, deltas)
-        record.written = {
-            name: s.snapshot_id
-            for name in plan.maps
-            for s in snapshots(spark, map_table(settings, name))
-            if s.summary.get(APPLY_BATCH) == record.batch_id
-        }
-        record.events = sum(df.count() for df in events.values())
-        record.deltas = record.deltas + sum(counts.values())
+        deltas = evaluate_batch(
+            plan, events, map_state(spark, settings, plan, record.read_snapshots), settings.table_workers
+        )
+        written = write_deltas(spark, settings, plan, record, deltas)
+        record.written = {name: w.snapshot_id for name, w in written.items()}
+        record.events = count_events(events)
+        record.deltas = sum(w.rows for w in written.values())
         record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
+        io = meter.read()
+        record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written
         record.status = "done"
         record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         save_record(spark, settings, record)
         log.info(
-            "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%.1f s)",
+            "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%.1f s, %s read, %s written)",
             epoch, source_id, record.events, record.deltas, len(record.written), record.seconds,
+            human_bytes(record.bytes_read), human_bytes(record.bytes_written),
         )
         return record

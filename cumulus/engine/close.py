@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -27,8 +29,10 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.metrics import StageMeter
 from cumulus.ingest.faults import fault_point
-from cumulus.store.commit import commit_properties, snapshots
+from cumulus.parallel import for_each
+from cumulus.store.commit import EPOCH, commit_properties, snapshots
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import APPLIED, CLOSED, OPEN, ledger_row, transition
 from cumulus.store.lock import catalog_lock
@@ -104,8 +108,10 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
             continue
         log.info("epoch %d: batch %s read a stale state of %s; repairing", epoch, record.batch_id, ", ".join(stale))
         events = batch_events(spark, settings, plan, record)
-        right = evaluate_batch(plan, events, map_state(spark, settings, plan, should))
-        wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshots))
+        right = evaluate_batch(plan, events, map_state(spark, settings, plan, should), settings.table_workers)
+        wrong = evaluate_batch(
+            plan, events, map_state(spark, settings, plan, record.read_snapshots), settings.table_workers
+        )
         corrections: dict[str, DataFrame] = {}
         for name in set(right) | set(wrong):
             parts = []
@@ -122,8 +128,9 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
             ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
             read_snapshots=should, written={}, seq_max=record.seq_max,
         )
-        counts = write_deltas(spark, settings, plan, fix, corrections)
-        fix.status, fix.deltas = "done", sum(counts.values())
+        written = write_deltas(spark, settings, plan, fix, corrections)
+        fix.status, fix.deltas = "done", sum(w.rows for w in written.values())
+        fix.written = {name: w.snapshot_id for name, w in written.items()}
         save_record(spark, settings, fix)
         repaired += 1
     return repaired
@@ -139,10 +146,7 @@ def consolidate_map(spark: SparkSession, settings: Settings, plan: BatchPlan, na
     info = plan.maps[name]
     table = map_table(settings, name)
     keys = [f"`{k}`" for k in info.key_names]
-    touched_rows = spark.sql(
-        f"SELECT 1 FROM {table} WHERE epoch = {epoch} AND source_id <> {CONSOLIDATED_SOURCE} LIMIT 1"
-    ).collect()
-    if not touched_rows:
+    if not has_deltas(spark, table, epoch):
         return False
     key_list = ", ".join(keys)
     sel_keys = (key_list + ", ") if keys else ""
@@ -168,6 +172,21 @@ def consolidate_map(spark: SparkSession, settings: Settings, plan: BatchPlan, na
     return True
 
 
+def has_deltas(spark: SparkSession, table: str, epoch: int) -> bool:
+    """Whether the map holds delta rows of `epoch` not consolidated yet, from its commit
+    history alone (no scan): an apply or repair commit of the epoch after its last
+    consolidation of the epoch."""
+    pending = False
+    for snap in snapshots(spark, table):
+        if snap.summary.get(CONSOLIDATED_EPOCH) == str(epoch):
+            pending = False
+        elif snap.summary.get(EPOCH) == str(epoch) and not snap.summary.get(APPLY_BATCH, "").startswith(
+            "backfill-"
+        ):
+            pending = pending or int(snap.summary.get("added-records", 0)) > 0
+    return pending
+
+
 def _value_sql(spark: SparkSession, table: str) -> str:
     return dict((f.name, f.dataType.simpleString()) for f in spark.table(table).schema.fields)["value"]
 
@@ -182,17 +201,34 @@ def ensure_snapshot(spark: SparkSession, table: str) -> int:
     return snap
 
 
-def tag_tables(spark: SparkSession, tables: list[str], epoch: int) -> dict[str, int]:
+def tag_tables(spark: SparkSession, tables: list[str], epoch: int, workers: int = 1) -> dict[str, int]:
     """Tag each table's current snapshot `epoch-N` (replacing a tag left by a crashed try)."""
-    tagged = {}
-    for table in tables:
+
+    def tag(table: str) -> int:
         snap = ensure_snapshot(spark, table)
         spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}` AS OF VERSION {snap}")
-        tagged[table] = snap
-    return tagged
+        return snap
+
+    return for_each(tag, tables, workers, f"epoch {epoch} tags")
 
 
 # ---------------------------------------------------------------- close
+
+
+class StepMetrics:
+    """Seconds and Spark I/O per step: `with steps("fold"): ...` adds fold_s,
+    fold_bytes_read, fold_rows_read, fold_bytes_written, fold_rows_written."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self.metrics: dict[str, float | int] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t, meter = time.perf_counter(), StageMeter(self.spark)
+        yield
+        self.metrics[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        self.metrics.update(meter.read().as_metrics(name))
 
 
 def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
@@ -205,42 +241,49 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     if row.state not in (OPEN, APPLIED):
         log.info("epoch %d is already %s", epoch, row.state)
         return dict(row.metrics or {})
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    if row.state == OPEN:
-        transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
-    for source_id in sources_with_events(spark, settings, plan, epoch):
-        apply_source(spark, settings, plan, epoch, source_id)
-    timings["apply_s"] = round(time.perf_counter() - t, 3)
+    steps = StepMetrics(spark)
+    with steps("apply"):
+        if row.state == OPEN:
+            transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
+        for source_id in sources_with_events(spark, settings, plan, epoch):
+            apply_source(spark, settings, plan, epoch, source_id)
     fault_point("close.after-apply")
     with catalog_lock(settings, f"close epoch {epoch}"):
-        t = time.perf_counter()
-        repaired = repair_epoch(spark, settings, plan, epoch)
-        timings["repair_s"] = round(time.perf_counter() - t, 3)
-        t = time.perf_counter()
-        consolidated = [m for m in plan.maps if consolidate_map(spark, settings, plan, m, epoch)]
-        timings["consolidate_s"] = round(time.perf_counter() - t, 3)
+        with steps("repair"):
+            repaired = repair_epoch(spark, settings, plan, epoch)
+        with steps("consolidate"):
+            merged = for_each(
+                lambda m: consolidate_map(spark, settings, plan, m, epoch), plan.maps, settings.table_workers,
+                f"epoch {epoch} consolidation",
+            )
+        consolidated = [m for m, did in merged.items() if did]
         fault_point("close.after-consolidate")
-        t = time.perf_counter()
-        fold_epoch(spark, settings, epoch)
-        timings["fold_s"] = round(time.perf_counter() - t, 3)
+        with steps("fold"):
+            fold_epoch(spark, settings, epoch)
         fault_point("close.after-fold")
-        t = time.perf_counter()
-        tables = [map_table(settings, m) for m in plan.maps] + [base_table(settings, r.name) for r in plan.checked.schema.relations]
-        tagged = tag_tables(spark, tables, epoch)
-        timings["tag_s"] = round(time.perf_counter() - t, 3)
+        with steps("tag"):
+            tables = [map_table(settings, m) for m in plan.maps]
+            tables += [base_table(settings, r.name) for r in plan.checked.schema.relations]
+            tagged = tag_tables(spark, tables, epoch, settings.table_workers)
         fault_point("close.after-tag")
         records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]
+        applies = [r for r in records if r.kind == "apply"]
         metrics = {
-            "events": sum(r.events for r in records if r.kind == "apply"),
+            "events": sum(r.events for r in applies),
             "deltas": sum(r.deltas for r in records),
-            "batches": sum(r.kind == "apply" for r in records),
+            "batches": len(applies),
             "repaired_batches": repaired,
             "consolidated_maps": len(consolidated),
-            **timings,
+            # Every apply of the epoch, including those run before the close (the
+            # close's own apply step counts only what was still pending).
+            "applies_bytes_read": sum(r.bytes_read or 0 for r in applies),
+            "applies_bytes_written": sum(r.bytes_written or 0 for r in applies),
+            "applies_s": round(sum(r.seconds or 0 for r in applies), 3),
+            **steps.metrics,
         }
         transition(
             spark, settings, epoch, CLOSED, snapshots={k: int(v) for k, v in tagged.items()}, metrics=metrics,
+            events=metrics["events"], batches=metrics["batches"],
         )
     log.info("epoch %d closed: %s", epoch, metrics)
     return metrics

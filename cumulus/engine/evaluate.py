@@ -43,6 +43,7 @@ from cumulus.m3.ast import (
 )
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.validate import CheckedProgram, MapInfo
+from cumulus.parallel import for_each
 from cumulus.sql.calculus import rename
 from cumulus.sql.to_m3 import BatchStatement
 
@@ -246,7 +247,9 @@ def statement_deltas(
 ) -> list[DataFrame]:
     """Rows (k0..kn, value) this statement adds for a batch; one frame per term."""
     if bs.sign is not None:
-        events = events.where(F.col("op") == (1 if bs.sign == "+" else -1))
+        # A hand-written trigger runs on events of its sign; `op` may be a multiplicity
+        # (back-fill from base.*), and k copies of an event add k times its effect.
+        events = events.where(F.col("op") > 0 if bs.sign == "+" else F.col("op") < 0)
     base = _batch_copies(events, params, bs)
     bound = set(base.columns) - {"__op"}
     target = bs.statement.target
@@ -264,7 +267,7 @@ def statement_deltas(
 
         # Compiled batch statements are signed by the events' ops; a hand-written trigger's
         # statements already carry their sign and run on events of that sign only.
-        value = F.lit(sign).cast("bigint") * (F.col("__op") if bs.sign is None else F.lit(1))
+        value = F.lit(sign).cast("bigint") * (F.col("__op") if bs.sign is None else F.abs(F.col("__op")))
         # Map factors first: they bind the loop variables that other factors may use.
         ordered = [f for f in factors if isinstance(f, MapRef)] + [f for f in factors if not isinstance(f, MapRef)]
         for f_i, f in enumerate(ordered):
@@ -291,11 +294,13 @@ def statement_deltas(
 
 
 def evaluate_batch(
-    plan: BatchPlan, events: Mapping[str, DataFrame], state: StateReader
+    plan: BatchPlan, events: Mapping[str, DataFrame], state: StateReader, workers: int = 1
 ) -> dict[str, DataFrame]:
     """Deltas per map for a batch (`events[relation]`: the relation's columns and `op`),
     aggregated by key with zero sums dropped. Relations run in the plan's order; each
-    reads `state` plus the deltas of the relations before it."""
+    reads `state` plus the deltas of the relations before it. Within a relation the
+    target maps' plans are built by `workers` threads (building a plan is a round of
+    analysis in the JVM per DataFrame call, so several at once overlap well)."""
     pending: dict[str, list[DataFrame]] = {}
     read_once: dict[str, DataFrame] = {}
 
@@ -318,17 +323,21 @@ def evaluate_batch(
             continue
         batch = events[rel]
         params = plan.params[rel]
-        frames: dict[str, list[DataFrame]] = {}
+        by_target: dict[str, list[BatchStatement]] = {}
         for bs in plan.statements[rel]:
-            for df in statement_deltas(bs, batch, params, plan.maps, current):
-                frames.setdefault(bs.statement.target.name, []).append(df)
+            by_target.setdefault(bs.statement.target.name, []).append(bs)
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
-        for name, dfs in frames.items():
+
+        def build(name: str, by_target=by_target, batch=batch, params=params, later=later) -> DataFrame:
+            dfs = [df for bs in by_target[name] for df in statement_deltas(bs, batch, params, plan.maps, current)]
             agg = _aggregate(dfs, plan.maps[name])
             # A later relation of the batch reads these deltas: materialize them once, so
             # its plan does not carry (and recompute) this relation's whole evaluation.
-            pending.setdefault(name, []).append(agg.localCheckpoint() if name in later else agg)
-    return {name: _aggregate(dfs, plan.maps[name]) for name, dfs in pending.items()}
+            return agg.localCheckpoint() if name in later else agg
+
+        for name, df in for_each(build, sorted(by_target), workers, f"{rel} deltas").items():
+            pending.setdefault(name, []).append(df)
+    return {name: dfs[0] if len(dfs) == 1 else _aggregate(dfs, plan.maps[name]) for name, dfs in pending.items()}
 
 
 def _aggregate(dfs: list[DataFrame], info: MapInfo) -> DataFrame:

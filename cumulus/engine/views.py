@@ -20,6 +20,8 @@ from cumulus.engine.apply import (
 from cumulus.engine.close import tag_name
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.registry import (
+    M3,
+    SQL,
     VIEWS_COLUMNS,
     RegisteredView,
     ViewError,
@@ -67,24 +69,32 @@ def backfill(
         schema = spark.table(map_table(settings, map_name)).select(*plan.maps[map_name].key_names, "value").schema
         return spark.createDataFrame([], T.StructType(schema.fields))
 
-    deltas = evaluate_batch(plan, events, empty)
+    deltas = evaluate_batch(plan, events, empty, settings.table_workers)
     record = ApplyRecord(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
         ingest_batches=[], events_snapshots={}, read_snapshots={}, written={},
     )
-    return sum(write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps}).values())
+    written = write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps})
+    return sum(w.rows for w in written.values())
 
 
-def add_view(spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str) -> Compilation:
+def add_view(
+    spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, kind: str = SQL
+) -> Compilation:
+    """Register a view (`kind` sql: a SELECT) or a hand-written M3 program (`kind` m3),
+    create the tables of the maps it adds and back-fill them. Returns the compilation of
+    everything registered."""
     ensure_views_table(spark, settings)
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"view add {name}"):
         views = registered_views(spark, settings)
         if any(v.name == name for v in views):
             raise ViewError(f"a view named {name} is already registered (cumulus view show {name})")
-        new = RegisteredView(name, sql, len(views), 0, None)
+        if kind not in (SQL, M3):
+            raise ViewError(f"unknown view kind {kind!r} (sql or m3)")
+        new = RegisteredView(name, sql, kind, len(views), 0, None)
         compiled = compile_registered(schema, views + [new])  # refuses unsupported SQL here
-        before = compile_registered(schema, views).maps if views else {}
+        before = compile_registered(schema, views).checked.maps if views else {}
         epoch = current_epoch(spark, settings)
         if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
             raise ViewError(
@@ -92,7 +102,7 @@ def add_view(spark: SparkSession, settings: Settings, schema: Schema, name: str,
                 "then add the view: it is back-filled from the closed state"
             )
         plan = batch_plan(compiled)
-        added = [m for m in compiled.maps if m not in before]
+        added = [m for m in compiled.checked.maps if m not in before]
         for m in added:
             create_map_table(spark, settings, compiled.checked.maps[m])
         closed = latest_closed_epoch(spark, settings)
@@ -102,7 +112,7 @@ def add_view(spark: SparkSession, settings: Settings, schema: Schema, name: str,
         if closed is not None:
             for m in added:
                 spark.sql(f"ALTER TABLE {map_table(settings, m)} CREATE OR REPLACE TAG `{tag_name(closed)}`")
-        row = (name, sql, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
+        row = (name, sql, kind, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
         spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
         return compiled
 

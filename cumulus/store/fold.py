@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.errors import StoreError
+from cumulus.parallel import for_each
 from cumulus.store import commit
 from cumulus.store.batches import recover_incomplete_batches
 from cumulus.store.home import load_home_schema
@@ -57,7 +58,6 @@ def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str,
     base.<rel>. Idempotent; takes the catalog lock; refuses an epoch that is still open."""
     attach_catalog(spark, settings)
     schema = load_home_schema(settings)
-    results: dict[str, FoldResult] = {}
     with catalog_lock(settings, f"fold epoch {epoch}"):
         row = ledger_row(spark, settings, epoch)
         if row is None:
@@ -68,8 +68,10 @@ def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str,
                 f"(ledger.transition(spark, settings, {epoch}, 'applied'))"
             )
         recover_incomplete_batches(spark, settings, schema)
-        for rel in schema.relations:
-            results[rel.name] = _fold_relation(spark, settings, rel, epoch)
+        results = for_each(
+            lambda name: _fold_relation(spark, settings, schema.relation(name), epoch),
+            [rel.name for rel in schema.relations], settings.table_workers, f"epoch {epoch} fold",
+        )
     return results
 
 

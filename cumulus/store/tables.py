@@ -207,3 +207,13 @@ def attach_catalog(spark: SparkSession, settings: Settings) -> None:
         if name == key or name.startswith(key + "."):
             spark.conf.set(name, value)
     ensure_catalog_tables(spark, conf, settings.catalog)
+
+
+def ensure_table(spark: SparkSession, table: str, columns: Sequence[tuple[str, str]]) -> None:
+    """Create a bookkeeping table, or add the columns a newer Cumulus writes to one an
+    older version created (Iceberg schema evolution: old rows read NULL there)."""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({ddl_type(columns)}) USING iceberg")
+    have = {f.name for f in spark.table(table).schema.fields}
+    for name, type_ in columns:
+        if name not in have:
+            spark.sql(f"ALTER TABLE {table} ADD COLUMN {name} {type_}")

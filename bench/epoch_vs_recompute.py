@@ -1,0 +1,240 @@
+"""An incremental epoch against recomputing the same views from scratch, side by side in
+one run, at several TPC-H scale factors.
+
+For each scale factor: `tpchgen-cli` makes the tables and cumulus.ingest.tpch_stream
+turns them into a stream (epoch 1 the initial load, later epochs a fixed fraction of
+lineitem changed, half inserts and half deletes, from two sources); a fresh home
+registers the views and closes epoch 1 (the load, reported but not compared). Then for
+each later epoch:
+
+- epoch: `apply` of both sources + `epoch close` (what Cumulus does per epoch), wall
+  time, and the bytes its Spark stages read (events, map slices, the map files MERGE
+  rewrites) and wrote, from the ledger's metrics;
+- recompute: every view's SQL run by Spark SQL over base.* at the new tag (each tuple
+  repeated by its multiplicity), collected, wall time and bytes read;
+- the two answers are compared (they must be equal: a wrong fast answer is no answer).
+
+Ingest is timed apart: both approaches need the events landed.
+
+    .venv/bin/python bench/epoch_vs_recompute.py --scales 0.1 1 --epochs 2 --fraction 0.001
+
+writes bench/results/epoch_vs_recompute.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "demo" / "tpch_schema.sql"
+VIEWS = {  # name -> SQL: one scan view per big table and a join view
+    "pricing_summary": (REPO / "demo" / "views" / "pricing_summary.sql").read_text(),
+    "order_priority_mix": (REPO / "demo" / "views" / "order_priority_mix.sql").read_text(),
+    "revenue_by_priority": """
+        SELECT o.o_orderpriority AS priority, SUM(l.l_extendedprice * (1 - l.l_discount)) AS revenue,
+               COUNT(*) AS line_count
+        FROM lineitem l, orders o WHERE l.l_orderkey = o.o_orderkey
+        GROUP BY o.o_orderpriority""",
+}
+RESULTS = REPO / "bench" / "results"
+log = logging.getLogger("bench")
+
+
+@dataclass
+class Row:
+    scale: float
+    epoch: int
+    events: int
+    lineitem_rows: int
+    ingest_s: float
+    epoch_s: float
+    recompute_s: float
+    epoch_bytes_read: int
+    recompute_bytes_read: int
+    epoch_bytes_written: int
+    map_rows: int
+    equal: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.recompute_s / self.epoch_s if self.epoch_s else float("inf")
+
+
+def run_scale(
+    scale: float, epochs: int, fraction: float, work: Path, master: str, seed: int, memory: str
+) -> tuple[list[Row], dict]:
+    from cumulus.config import load_settings
+    from cumulus.engine.apply import apply_source
+    from cumulus.engine.close import close_epoch
+    from cumulus.engine.metrics import StageMeter
+    from cumulus.engine.registry import batch_plan
+    from cumulus.engine.session import spark_session
+    from cumulus.engine.views import add_view
+    from cumulus.ingest.job import ingest_files
+    from cumulus.ingest.sources import add_source
+    from cumulus.ingest.tpch_stream import generate
+    from cumulus.quality.oracle import compare_view, recompute, register_expanded_base
+    from cumulus.read import Reader
+    from cumulus.schema import load_schema
+    from cumulus.store.home import init_home
+    from cumulus.store.ledger import ledger_row
+
+    t = time.perf_counter()
+    manifest = generate(scale, 1 + epochs, fraction, work / f"stream-sf{scale}", seed)
+    log.info("SF %s: stream generated in %.0f s", scale, time.perf_counter() - t)
+    home = work / f"home-sf{scale}"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    (home / "cumulus.toml").write_text(
+        f'catalog = "bench"\nspark_master = "{master}"\n\n[spark]\n"driver.memory" = "{memory}"\n'
+    )
+    settings = load_settings(home)
+    spark = spark_session(settings, app_name=f"bench sf{scale}")
+    schema = load_schema(SCHEMA)
+    init_home(spark, settings, SCHEMA)
+    for name, priority in manifest.sources.items():
+        add_source(settings, name, priority)
+    for name, sql in VIEWS.items():
+        compiled = add_view(spark, settings, schema, name, sql)
+    plan = batch_plan(compiled)
+    reader = Reader(settings)
+
+    def ingest(epoch: int) -> tuple[int, float]:
+        t0, events = time.perf_counter(), 0
+        for source in manifest.sources:  # priority order: sales (1) before catalog (2)
+            batch = manifest.batch(source, epoch)
+            events += batch.rows
+            ingest_files(spark, settings, source, [manifest.folder(source, epoch)], fmt="dbtoaster")
+        return events, time.perf_counter() - t0
+
+    events, ingest_s = ingest(1)
+    t = time.perf_counter()
+    load_metrics = close_epoch(spark, settings, plan, 1)
+    load = {"scale": scale, "events": events, "ingest_s": round(ingest_s, 1), "close_s": round(time.perf_counter() - t, 1)}
+    log.info("SF %s: initial load of %d rows: ingest %.0f s, close %.0f s", scale, events, ingest_s, load["close_s"])
+    del load_metrics
+
+    rows: list[Row] = []
+    for epoch in range(2, epochs + 2):
+        events, ingest_s = ingest(epoch)
+        t = time.perf_counter()
+        for priority in sorted(manifest.sources.values()):  # source id = priority
+            apply_source(spark, settings, plan, epoch, priority)
+        close_epoch(spark, settings, plan, epoch)
+        epoch_s = time.perf_counter() - t
+        m = ledger_row(spark, settings, epoch).metrics
+        epoch_read = m["applies_bytes_read"] + sum(v for k, v in m.items() if k.endswith("_bytes_read") and not k.startswith("applies"))
+        epoch_written = m["applies_bytes_written"] + sum(
+            v for k, v in m.items() if k.endswith("_bytes_written") and not k.startswith("applies")
+        )
+
+        t, meter = time.perf_counter(), StageMeter(spark)
+        names = register_expanded_base(spark, settings, schema, epoch)
+        recomputed = {v: recompute(spark, compiled.views[v], schema, epoch) for v in VIEWS}
+        recompute_s = time.perf_counter() - t
+        recompute_read = meter.read().bytes_read
+        for name in names:
+            spark.catalog.dropTempView(name)
+
+        at = reader.stable(epoch)
+        equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).ok for v in VIEWS)
+        lineitem = spark.sql(f"SELECT SUM(mult) FROM {settings.catalog}.base.lineitem VERSION AS OF 'epoch-{epoch}'").first()[0]
+        rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
+                        int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal))
+        log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read) vs recompute %.1f s (%s read); equal: %s",
+                 scale, epoch, events, epoch_s, _mib(epoch_read), recompute_s, _mib(recompute_read), equal)
+    spark.stop()
+    return rows, load
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def render(rows: list[Row], loads: list[dict], args) -> str:
+    lines = [
+        "# Incremental epoch vs. recomputation",
+        "",
+        f"`{' '.join(['bench/epoch_vs_recompute.py'] + sys.argv[1:])}`, Spark `{args.master}`, "
+        f"views: {', '.join(VIEWS)} (demo/views and a lineitem-orders join). Each later epoch changes "
+        f"{args.fraction:.2%} of lineitem (half inserts, half deletes, with their orders) from two sources.",
+        "",
+        "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | recompute / epoch "
+        "| epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.scale} | {r.epoch} | {r.events:,} | {r.lineitem_rows:,} | {r.epoch_s:.1f} | {r.recompute_s:.1f} | "
+            f"{r.ratio:.2f} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
+            f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} |"
+        )
+    lines += ["", "Initial load (epoch 1, not compared):", "",
+              "| SF | rows | ingest s | close s |", "|---:|---:|---:|---:|"]
+    lines += [f"| {x['scale']} | {x['events']:,} | {x['ingest_s']} | {x['close_s']} |" for x in loads]
+    lines += ["", "![epoch vs recompute](epoch_vs_recompute.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scales = sorted({r.scale for r in rows})
+
+    def med(attr: str, s: float) -> float:
+        return statistics.median(getattr(r, attr) for r in rows if r.scale == s)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(scales, [med("epoch_s", s) for s in scales], "o-", label="epoch (apply + close)")
+    ax1.plot(scales, [med("recompute_s", s) for s in scales], "s-", label="recompute (Spark SQL)")
+    ax1.set(xscale="log", xlabel="TPC-H scale factor", ylabel="seconds (median over epochs)", title="Wall time")
+    ax1.legend()
+    ax2.plot(scales, [med("epoch_bytes_read", s) / 2**20 for s in scales], "o-", label="epoch")
+    ax2.plot(scales, [med("recompute_bytes_read", s) / 2**20 for s in scales], "s-", label="recompute")
+    ax2.set(xscale="log", yscale="log", xlabel="TPC-H scale factor", ylabel="MiB read", title="Bytes read")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.1, 1.0], help="TPC-H scale factors")
+    parser.add_argument("--epochs", type=int, default=2, help="incremental epochs measured per scale")
+    parser.add_argument("--fraction", type=float, default=0.001, help="share of lineitem changed per epoch")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/cumulus-bench"), help="scratch folder")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the report goes")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--memory", default="4g", help="Spark driver memory (local mode: executors too)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    rows, loads = [], []
+    for scale in args.scales:
+        r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory)
+        rows += r
+        loads.append(load)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "epoch_vs_recompute.json").write_text(
+        json.dumps({"rows": [asdict(r) | {"ratio": r.ratio} for r in rows], "loads": loads}, indent=1) + "\n"
+    )
+    plot(rows, args.out / "epoch_vs_recompute.png")
+    (args.out / "epoch_vs_recompute.md").write_text(render(rows, loads, args))
+    print(render(rows, loads, args))
+    return 0 if all(r.equal for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
