@@ -218,18 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the report goes")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--memory", default="4g", help="Spark driver memory (local mode: executors too)")
+    parser.add_argument("--report-only", action="store_true", help="re-render the report from the saved JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    rows, loads = [], []
-    for scale in args.scales:
-        r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory)
-        rows += r
-        loads.append(load)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "epoch_vs_recompute.json").write_text(
-        json.dumps({"rows": [asdict(r) | {"ratio": r.ratio} for r in rows], "loads": loads}, indent=1) + "\n"
-    )
+    data = args.out / "epoch_vs_recompute.json"
+    if args.report_only:
+        saved = json.loads(data.read_text())
+        rows = [Row(**{k: v for k, v in r.items() if k != "ratio"}) for r in saved["rows"]]
+        loads = saved["loads"]
+    else:
+        rows, loads = [], []
+        for scale in args.scales:
+            r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory)
+            rows += r
+            loads.append(load)
+            # Saved after every scale factor: a long run that fails later keeps what it measured.
+            data.write_text(json.dumps({"rows": [asdict(x) | {"ratio": x.ratio} for x in rows], "loads": loads}, indent=1) + "\n")
     plot(rows, args.out / "epoch_vs_recompute.png")
     (args.out / "epoch_vs_recompute.md").write_text(render(rows, loads, args))
     print(render(rows, loads, args))
