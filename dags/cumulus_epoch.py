@@ -5,8 +5,9 @@
 
 - `epoch` maps the run to its Cumulus epoch: `conf.epoch`, else the interval (the k-th
   interval after `[pipeline] start` is epoch `first_epoch + k - 1`); the ledger is
-  authoritative: a sealed epoch is not ingested again (rerun: close resumes an
-  interrupted close, validate reruns unless published, publish re-emits), an epoch
+  authoritative: a sealed epoch is not ingested again (a rerun: close resumes an
+  interrupted close, validate reruns unless the epoch is published; publish emits only
+  after a validation of this run, so a rerun does not trigger dbt twice), an epoch
   after the open one fails until the earlier run has closed it.
 - `wait` (sensor, reschedule mode) waits for the source's folder of the epoch (its ready
   marker) for at most `late_timeout`; then it is skipped and the epoch closes without
@@ -75,7 +76,7 @@ def per_source(source: str, epoch: int, state: str) -> None:
     ready >> ingest >> apply
 
 
-@task(outlets=[STABLE_SNAPSHOT], trigger_rule=TriggerRule.NONE_FAILED)
+@task(outlets=[STABLE_SNAPSHOT])
 def publish(home: str, epoch: int, **context) -> dict:
     from cumulus.pipeline.tasks import published_extra
 

@@ -6,7 +6,7 @@ k-th interval after `[pipeline] start` is epoch `first_epoch + k - 1`. The ledge
 authoritative (`plan_epoch`): if the epoch is the open one the run does its work; if it
 is already sealed (a rerun, a backfill of the past), ingest and apply are skipped, close
 only resumes an interrupted close, validate runs again unless the epoch is published,
-publish re-emits the asset of a published epoch; if an earlier epoch is still open the
+publish emits the asset only after a validation in the same run; if an earlier epoch is still open the
 run fails (and retries) until that epoch's run has closed it, so epochs close in order.
 
 Landing: a source's folder of epoch N is `<landing>/<landing_layout>` (default

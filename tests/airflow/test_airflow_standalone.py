@@ -1,7 +1,8 @@
 """The real Airflow on loopback (`airflow standalone`: API server, scheduler, DAG
 processor, triggerer; LocalExecutor, SQLite): log in with the simple auth manager's JWT
 flow, unpause and trigger cumulus_epoch through the REST API v2, wait for it, check the
-asset event it published and that cumulus_dbt ran on it, read the plugin's status, and
+asset event it published and that cumulus_dbt ran on it, backfill the same interval (a
+rerun of a published epoch: no work, no second event), read the plugin's status, and
 open the UI and the plugin page in headless Chromium. Screenshots are kept in
 tests/artifacts/airflow/ (the test prints the paths)."""
 
@@ -144,6 +145,22 @@ def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
     dbt_run = wait_for("cumulus_dbt on the asset", dbt_done, timeout=1500, every=10)
     assert dbt_run["state"] == "success", api.ok(
         "GET", f"/api/v2/dags/cumulus_dbt/dagRuns/{dbt_run['dag_run_id']}/taskInstances")
+
+    # A backfill of the same interval through the scheduler: epoch 1 is published, so every
+    # step finds its work done, and publish emits no second asset event.
+    api.ok("POST", "/api/v2/backfills", {
+        "dag_id": "cumulus_epoch", "from_date": "2024-01-01T00:00:00Z", "to_date": "2024-01-01T00:00:00Z",
+        "max_active_runs": 1, "reprocess_behavior": "completed",
+    })
+
+    def backfilled():
+        runs = api.ok("GET", "/api/v2/dags/cumulus_epoch/dagRuns")["dag_runs"]
+        done = [r for r in runs if r["run_type"] == "backfill" and r["state"] in ("success", "failed")]
+        return done[0] if done else None
+
+    assert wait_for("the backfill run", backfilled, timeout=600, every=10)["state"] == "success"
+    events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
+    assert len(events) == 1
 
     status = api.ok("GET", "/cumulus/api/status")
     assert [(e["epoch"], e["state"], e["validation"]) for e in status["epochs"]][:1] == [(1, "published", "passed")]
