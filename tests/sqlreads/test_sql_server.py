@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -35,22 +36,21 @@ def free_port() -> int:
 
 
 def wait_for(proc: subprocess.Popen, text: str, timeout: float) -> list[str]:
-    """Lines the server printed up to the one containing `text`."""
-    lines, deadline = [], time.monotonic() + timeout
-    os.set_blocking(proc.stdout.fileno(), False)
-    buffer = ""
-    while time.monotonic() < deadline:
-        chunk = proc.stdout.read()
-        if chunk:
-            buffer += chunk
-            *done, buffer = buffer.split("\n")
-            lines += done
-            if any(text in line for line in done):
-                return lines
-        elif proc.poll() is not None:
-            break
-        time.sleep(0.3)
-    raise AssertionError(f"no {text!r} from the server within {timeout} s:\n" + "\n".join(lines + [buffer]))
+    """Lines the server printed up to the one containing `text` (a thread reads its
+    output, so a silent server cannot block the test past `timeout`)."""
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if text in line:
+                seen.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not seen.wait(timeout):
+        raise AssertionError(f"no {text!r} from the server within {timeout} s:\n" + "\n".join(lines))
+    return lines
 
 
 def typed(text: str, like):
@@ -74,6 +74,7 @@ def beeline_results(port: int, sql_file: Path) -> list[list[list[str]]]:
         [str(BIN / "beeline"), "-u", f"jdbc:hive2://127.0.0.1:{port}/", "--silent=true",
          "--outputformat=csv2", "--showHeader=true", "-f", str(sql_file)],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},  # beeline finds Spark by the venv's python
     )
     assert out.returncode == 0, out.stderr[-3000:]
     results: list[list[list[str]]] = []
@@ -114,11 +115,12 @@ def test_sql_server_serves_views_at_a_tag(tpch_home, tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            rest, _ = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
-    assert proc.returncode == 0, rest
-    assert "stopped" in rest
+    time.sleep(0.5)  # the reader thread takes the last lines
+    assert proc.returncode == 0, "\n".join(lines)
+    assert "stopped" in lines[-1], "\n".join(lines)
     assert not port_open("127.0.0.1", port)
     print(f"sql-server ready in {ready_s:.1f} s")
