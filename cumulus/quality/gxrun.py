@@ -51,6 +51,8 @@ class GxRun:
             ProgressBarsConfig,
         )
 
+        # GX logs its own registrations at INFO; keep them out of the job's log.
+        logging.getLogger("great_expectations").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         self.gx = gx
         self.site_dir = site_dir
         self.site_name = site_name

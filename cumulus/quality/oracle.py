@@ -17,13 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.schema import Schema
+from cumulus.schema import Relation, Schema
 from cumulus.sql.views import ViewPlan
 from cumulus.store.tables import base_table
 
@@ -67,7 +67,9 @@ def temp_view_name(relation: str, epoch: int) -> str:
     return f"cumulus_oracle_e{epoch}_{relation}"
 
 
-def register_expanded_base(spark: SparkSession, settings: Settings, schema: Schema, epoch: int) -> list[str]:
+def register_expanded_base(
+    spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int
+) -> list[str]:
     """A temporary view per relation: base.<rel> at the tag, each tuple repeated `mult`
     times (none when mult <= 0). Returns the views' names, to drop afterwards."""
     from pyspark.sql import functions as F
@@ -75,7 +77,7 @@ def register_expanded_base(spark: SparkSession, settings: Settings, schema: Sche
     from cumulus.quality.frames import at_tag
 
     names = []
-    for rel in schema.relations:
+    for rel in relations:
         name = temp_view_name(rel.name, epoch)
         base = at_tag(spark, base_table(settings, rel.name), epoch)
         copies = F.explode(F.array_repeat(F.lit(1), F.col("mult").cast("int")))

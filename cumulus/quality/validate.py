@@ -34,7 +34,9 @@ from cumulus.store.ledger import FAILED as FAILED_STATE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cumulus.quality.facts import MapFacts
     from cumulus.quality.gxrun import GxRun, SuiteOutcome
+    from cumulus.schema import Relation, Schema
     from cumulus.sql.views import Compilation
 
 log = logging.getLogger("cumulus.quality")
@@ -95,15 +97,25 @@ def validate_epoch(
     return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
 
 
-def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, SuiteSpec], say: Progress) -> dict:
-    import pandas as pd
+@dataclass
+class Scope:
+    """What one epoch's validation looks at."""
 
+    schema: Schema
+    compilation: Compilation | None
+    views: list[str]  # registered views due at the epoch
+    skipped_views: list[str]  # registered after it: no tag epoch-N yet
+    maps: list[MapFacts]  # the due views' maps that carry the tag
+    relations: list[Relation]  # the relations whose base table carries the tag
+    tables: dict[str, str]  # every due map and base table -> "map" | "base"
+    tags: dict[str, int | None]  # table -> the snapshot its tag epoch-N points at
+    skipped_maps: list[str]
+
+
+def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     from cumulus.engine.registry import compile_registered, registered_views
-    from cumulus.quality import frames
     from cumulus.quality.facts import map_facts
-    from cumulus.quality.gxrun import GxRun
     from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.files import committed_batches
     from cumulus.store.home import load_home_schema
     from cumulus.store.maps import map_table
     from cumulus.store.tables import base_table
@@ -111,50 +123,68 @@ def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, S
     schema = load_home_schema(settings)
     views = registered_views(spark, settings)
     compilation = compile_registered(schema, views) if views else None
-    due = [v.name for v in views if v.added_epoch <= epoch]  # views added later have no tag epoch-N
-    skipped_views = [v.name for v in views if v.added_epoch > epoch]
+    due = [v.name for v in views if v.added_epoch <= epoch]  # a view added later is tagged from then on
     facts = map_facts(compilation) if compilation else {}
     sharing = compilation.sharing() if compilation else {}
     due_maps = [m for m in facts if set(sharing.get(m, ())) & set(due)]
-
-    catalog = pyiceberg_catalog(settings)
     tables = {map_table(settings, m): "map" for m in due_maps}
     tables.update({base_table(settings, r.name): "base" for r in schema.relations})
+    catalog = pyiceberg_catalog(settings)
     tags = {t: _tag_snapshot(catalog, t, epoch) for t in tables}
-    tagged_maps = [facts[m] for m in due_maps if tags[map_table(settings, m)] is not None]
-    tagged_relations = [r for r in schema.relations if tags[base_table(settings, r.name)] is not None]
+    return Scope(
+        schema=schema,
+        compilation=compilation,
+        views=due,
+        skipped_views=[v.name for v in views if v.added_epoch > epoch],
+        maps=[facts[m] for m in due_maps if tags[map_table(settings, m)] is not None],
+        relations=[r for r in schema.relations if tags[base_table(settings, r.name)] is not None],
+        tables=tables,
+        tags=tags,
+        skipped_maps=[m for m in facts if m not in due_maps],
+    )
 
+
+def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, SuiteSpec], say: Progress) -> dict:
+    import pandas as pd
+
+    from cumulus.quality import frames
+    from cumulus.quality.gxrun import GxRun
+    from cumulus.store.files import committed_batches
+
+    scope = _scope(spark, settings, epoch)
     site = report_dir(settings, epoch)
     if site.exists():
         shutil.rmtree(site)  # a fresh site: no page of an earlier run survives
     say(
-        f"epoch {epoch}: validating {len(tagged_maps)} maps, {len(tagged_relations)} base relations, "
-        f"the epoch's events and {len(due)} view(s) at tag epoch-{epoch}"
+        f"epoch {epoch}: validating {len(scope.maps)} maps, {len(scope.relations)} base relations, "
+        f"the epoch's events and {len(scope.views)} view(s) at tag epoch-{epoch}"
     )
     say(f"epoch {epoch}: loading Great Expectations")
     run = GxRun(site, site_name=f"epoch-{epoch}", run_name=f"epoch-{epoch}")
     suites: list[dict] = []
+
     recorded = ledger_row(spark, settings, epoch).snapshots or {}
     tag_rows = [
-        {"table": t, "kind": kind, "tag_snapshot": _text(tags[t]), "ledger_snapshot": _text(recorded.get(t))}
-        for t, kind in tables.items()
+        {"table": t, "kind": kind, "tag_snapshot": _text(scope.tags[t]), "ledger_snapshot": _text(recorded.get(t))}
+        for t, kind in scope.tables.items()
     ]
     outcome = run.validate(specs["tags"], pd.DataFrame(tag_rows, columns=list(specs["tags"].frame), dtype=object))
-    suites.append(_suite_dict(outcome, specs["tags"], list(tables)))
+    suites.append(_suite_dict(outcome, specs["tags"], list(scope.tables)))
     _say_suite(say, epoch, outcome)
-    batches = [b.batch_id for b in committed_batches(spark, settings, epoch)]
+
+    relations = list(scope.schema.relations)
     stacked = {
-        "maps": (frames.maps_frame(spark, settings, tagged_maps, epoch), [m.name for m in tagged_maps], {}),
-        "base": (frames.base_frame(spark, settings, tagged_relations, epoch), [r.name for r in tagged_relations], {}),
+        "maps": (lambda: frames.maps_frame(spark, settings, scope.maps, epoch), [m.name for m in scope.maps], {}),
+        "base": (lambda: frames.base_frame(spark, settings, scope.relations, epoch), [r.name for r in scope.relations], {}),
         "events": (
-            frames.events_frame(spark, settings, schema.relations, epoch),
-            [r.name for r in schema.relations],
-            {"committed_batches": batches},
+            lambda: frames.events_frame(spark, settings, relations, epoch),
+            [r.name for r in relations],
+            {"committed_batches": [b.batch_id for b in committed_batches(spark, settings, epoch)]},
         ),
     }
-    for name, (frame, names, parameters) in stacked.items():
+    for name, (build, names, parameters) in stacked.items():
         say(f"epoch {epoch}: suite {name} over {len(names)} table(s)")
-        frame = frames.materialize(frame)
+        frame = frames.materialize(build())
         try:
             outcome = run.validate(specs[name], frame, parameters)
         finally:
@@ -162,9 +192,9 @@ def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, S
         suites.append(_suite_dict(outcome, specs[name], names))
         _say_suite(say, epoch, outcome)
 
-    views_out = _oracle(spark, settings, schema, compilation, due, epoch, specs["oracle"], run, suites, say)
+    views = _oracle(spark, settings, scope, epoch, specs["oracle"], run, suites, say)
     index = run.build_docs()
-    failed = failed_checks(suites, views_out)
+    failed = failed_checks(suites, views)
     return {
         "epoch": epoch,
         "outcome": PASSED if not failed else FAILED,
@@ -172,15 +202,16 @@ def _run(spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, S
         "report": str(index),
         "summary": str(summary_path(settings, epoch)),
         "suites": suites,
-        "views": views_out,
-        "skipped": {"views": skipped_views, "maps": [m for m in facts if m not in due_maps]},
+        "views": views,
+        "skipped": {"views": scope.skipped_views, "maps": scope.skipped_maps},
         "failed_checks": failed,
     }
 
 
-def _oracle(spark, settings, schema, compilation: Compilation | None, due: list[str], epoch: int,
-            spec: SuiteSpec, run: GxRun, suites: list[dict], say: Progress) -> list[dict]:
-    """Compare every due view with its recomputation; validate the comparison frame."""
+def _oracle(spark, settings, scope: Scope, epoch: int, spec: SuiteSpec, run: GxRun, suites: list[dict],
+            say: Progress) -> list[dict]:
+    """Compare every due view with its recomputation; validate the comparison frame. Only
+    tagged relations are registered: a view over an untagged one fails its own check."""
     import pandas as pd
 
     from cumulus.quality.oracle import (
@@ -196,20 +227,20 @@ def _oracle(spark, settings, schema, compilation: Compilation | None, due: list[
         float(spec.meta.get("double_relative_tolerance", 1e-9)), float(spec.meta.get("double_absolute_tolerance", 1e-9))
     )
     comparisons: list[ViewComparison] = []
-    temp_views = register_expanded_base(spark, settings, schema, epoch) if due else []
+    temp_views = register_expanded_base(spark, settings, scope.relations, epoch) if scope.views else []
     try:
         reader = Reader(settings)
-        for name in due:
-            plan = compilation.views[name]
+        for name in scope.views:
+            plan = scope.compilation.views[name]
             try:
                 engine = reader.read_view(name, At(epoch))
-                recomputed = recompute(spark, plan, schema, epoch)
+                recomputed = recompute(spark, plan, scope.schema, epoch)
                 comparison = compare_view(plan, engine, recomputed, tolerance)
             except Exception as exc:  # a view that cannot be read or recomputed fails its check
                 log.warning("epoch %d: oracle for view %s raised %s: %s", epoch, name, type(exc).__name__, exc)
-                comparison = ViewComparison(name, plan.column_names, error=f"{type(exc).__name__}: {exc}")
+                comparison = ViewComparison(name, plan.column_names, error=f"{type(exc).__name__}: {exc}"[:500])
                 comparison.rows.append({"view": name, "group": "{}", "engine": None, "recomputed": None,
-                                        "difference": f"error: {comparison.error}"[:500]})
+                                        "difference": f"error: {comparison.error}"})
             comparisons.append(comparison)
             state = "equal" if comparison.equal else f"DIFFERS ({len(comparison.differences)} rows)"
             say(f"epoch {epoch}: oracle {name}: {comparison.engine_rows} rows, recomputed {comparison.recomputed_rows}: {state}")
@@ -218,9 +249,8 @@ def _oracle(spark, settings, schema, compilation: Compilation | None, due: list[
         for view in temp_views:
             spark.catalog.dropTempView(view)
     rows = [r for c in comparisons for r in c.rows]
-    frame = pd.DataFrame(rows, columns=list(spec.frame), dtype=object)
-    outcome = run.validate(spec, frame)
-    suites.append(_suite_dict(outcome, spec, due))
+    outcome = run.validate(spec, pd.DataFrame(rows, columns=list(spec.frame), dtype=object))
+    suites.append(_suite_dict(outcome, spec, scope.views))
     _say_suite(say, epoch, outcome)
     return [
         {
