@@ -142,7 +142,7 @@ def serve(settings: Settings, host: str, port: int, timeout: float = 180.0, out=
         for s, handler in previous.items():
             signal.signal(s, handler)
     if stopping:
-        print(f"cumulus sql-server: stopped (exit {proc.returncode})", file=out, flush=True)
+        print("cumulus sql-server: stopped", file=out, flush=True)
         return 0
     raise SQLServerError(
         f"the Thrift server exited with {proc.returncode} "
