@@ -109,20 +109,49 @@ def _compile(args: argparse.Namespace, opts: argparse.Namespace):
     return compile_views(schema, views)
 
 
-def _dbt(args: argparse.Namespace, command: str, rest: list[str]) -> int:
-    """Replace this process with dbt (its output, exit code and Ctrl-C are dbt's own)."""
+def _take_epoch(args: argparse.Namespace, rest: list[str]) -> list[str]:
+    """`--epoch N` after the dbt command (`cumulus dbt build --epoch 3`) is ours too: dbt
+    has no such option."""
+    out, i = [], 0
+    while i < len(rest):
+        item = rest[i]
+        value = None
+        if item == "--epoch" and i + 1 < len(rest):
+            value, i = rest[i + 1], i + 2
+        elif item.startswith("--epoch="):
+            value, i = item.split("=", 1)[1], i + 1
+        else:
+            out.append(item)
+            i += 1
+            continue
+        if not value.isdigit():
+            raise CumulusError(f"--epoch takes an epoch number, got {value!r}")
+        args.epoch = int(value)
+    return out
+
+
+def dbt_invocation(settings, epoch: int | None, command: str, rest: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The dbt command line and environment for `cumulus dbt [--epoch N] COMMAND REST...`."""
     import yaml
 
-    from cumulus.dbt.profile import dbt_env, dbt_executable, write_profile
+    from cumulus.dbt.profile import dbt_env, dbt_executable
+
+    argv = [dbt_executable(), command, *rest]
+    if epoch is not None:
+        if "--vars" in rest:
+            raise CumulusError("give the epoch either as --epoch or inside --vars, not both")
+        argv += ["--vars", yaml.safe_dump({"epoch": epoch}, default_flow_style=True).strip()]
+    return argv, {**os.environ, **dbt_env(settings)}
+
+
+def _dbt(args: argparse.Namespace, command: str, rest: list[str]) -> int:
+    """Replace this process with dbt (its output, exit code and Ctrl-C are dbt's own)."""
+    from cumulus.dbt.profile import write_profile
 
     settings = settings_from_args(args)
     write_profile(settings)
-    argv = [dbt_executable(), command, *rest]
-    if args.epoch is not None:
-        if "--vars" in rest:
-            raise CumulusError("give the epoch either as --epoch or inside --vars, not both")
-        argv += ["--vars", yaml.safe_dump({"epoch": args.epoch}, default_flow_style=True).strip()]
-    env = {**os.environ, **dbt_env(settings)}
+    rest = _take_epoch(args, rest)
+    argv, env = dbt_invocation(settings, args.epoch, command, rest)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, env)

@@ -73,6 +73,23 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     assert env["CUMULUS_HOME"] == str(settings.home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
 
 
+def test_cumulus_dbt_command_line(tmp_path) -> None:
+    import argparse
+
+    from cumulus.commands.dbt import _take_epoch, dbt_invocation
+
+    settings = Settings(home=tmp_path / "home")
+    args = argparse.Namespace(epoch=None)
+    rest = _take_epoch(args, ["--select", "marts", "--epoch", "3"])
+    argv, env = dbt_invocation(settings, args.epoch, "build", rest)
+    assert argv[1:] == ["build", "--select", "marts", "--vars", "{epoch: 3}"]
+    assert env["DBT_PROFILES_DIR"] == str(settings.home / "dbt")
+    assert env["DBT_TARGET_PATH"] == str(settings.home / "dbt" / "target")
+    assert env["DBT_PROJECT_DIR"] == str(PROJECT)
+    argv, _ = dbt_invocation(settings, None, "docs", ["generate"])
+    assert argv[1:] == ["docs", "generate"]
+
+
 class Event:
     def __init__(self, extra):
         self.extra = extra
