@@ -28,7 +28,7 @@ from cumulus.sql.views import ViewPlan
 from cumulus.store.tables import base_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 MISSING_IN_ENGINE = "group missing in the engine's answer"
 MISSING_IN_SQL = "group missing in the recomputation"
@@ -70,22 +70,25 @@ def temp_view_name(relation: str, epoch: int) -> str:
 def register_expanded_base(
     spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int
 ) -> list[str]:
-    """A temporary view per relation: base.<rel> at the tag, each tuple repeated `mult`
-    times (none when mult <= 0). Returns the views' names, to drop afterwards."""
-    from pyspark.sql import functions as F
-
+    """A temporary view per relation: base.<rel> at the tag, expanded (below). Returns the
+    views' names, to drop afterwards."""
     from cumulus.quality.frames import at_tag
 
     names = []
     for rel in relations:
         name = temp_view_name(rel.name, epoch)
-        base = at_tag(spark, base_table(settings, rel.name), epoch)
-        copies = F.explode(F.array_repeat(F.lit(1), F.col("mult").cast("int")))
-        base.select(*[F.col(f"`{c}`") for c in rel.column_names], copies.alias("__copy")).drop(
-            "__copy"
-        ).createOrReplaceTempView(name)
+        expand(at_tag(spark, base_table(settings, rel.name), epoch), rel.column_names).createOrReplaceTempView(name)
         names.append(name)
     return names
+
+
+def expand(multiset: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rows of a multiset frame (`columns` and `mult`), each repeated `mult` times
+    (none when mult <= 0): the relation as SQL sees it."""
+    from pyspark.sql import functions as F
+
+    copies = F.explode(F.array_repeat(F.lit(1), F.col("mult").cast("int")))
+    return multiset.select(*[F.col(f"`{c}`") for c in columns], copies.alias("__copy")).drop("__copy")
 
 
 def spark_sql(view_sql: str, schema: Schema, epoch: int) -> str:
