@@ -3,13 +3,19 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-unit test-spark lint demo sql-server
+.PHONY: setup test test-corpus test-unit test-spark lint demo sql-server
 
 setup:
 	bash scripts/setup.sh
 
+# Two tiers, both in CI: the main suite (every marker but slow), then the slow tier.
+# The engine run over the whole view corpus is its own target (see README, Tests).
 test: setup
-	$(PY) -m pytest tests $(ARGS)
+	$(PY) -m pytest tests -m "not slow and not corpus" --durations=15 $(ARGS)
+	$(PY) -m pytest tests -m "slow and not corpus" --durations=15 $(ARGS)
+
+test-corpus: setup
+	$(PY) -m pytest tests -m corpus $(ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests -m "not spark and not airflow and not e2e" $(ARGS)

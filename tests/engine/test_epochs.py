@@ -120,7 +120,7 @@ def test_epochs_over_the_tpch_stream_equal_duckdb_and_the_interpreter(spark, tmp
 
 
 @pytest.mark.e2e
-@pytest.mark.slow
+@pytest.mark.corpus
 def test_the_whole_tpch_view_corpus_over_two_epochs(spark, tmp_path, capsys) -> None:
     """Every TPC-H view of the compiler's corpus (tests/fixtures/views/tpch: 24 views,
     241 maps) and the hand-written program, registered together, over two epochs."""
