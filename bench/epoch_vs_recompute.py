@@ -145,7 +145,7 @@ def run_scale(
             spark.catalog.dropTempView(name)
 
         at = reader.stable(epoch)
-        equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).ok for v in VIEWS)
+        equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).equal for v in VIEWS)
         lineitem = spark.sql(f"SELECT SUM(mult) FROM {settings.catalog}.base.lineitem VERSION AS OF 'epoch-{epoch}'").first()[0]
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
                         int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal))
