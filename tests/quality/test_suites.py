@@ -1,0 +1,81 @@
+"""The suites of expectations/ on hand-made frames: each kind of damage a closed epoch
+must not show is caught by the check named for it, on exactly the rows planted, next to
+good rows that nothing flags (a suite that cannot fail, or fails on good rows, is
+useless). One validation per suite: GX costs a few Spark jobs per expectation."""
+
+from __future__ import annotations
+
+import pytest
+
+from cumulus.quality import frames
+from cumulus.quality.spec import load_suites
+
+
+@pytest.fixture(scope="module")
+def gx_run(tmp_path_factory):
+    """A fresh GX run (context, site) per validation: a run validates each suite once."""
+    from cumulus.quality.gxrun import GxRun
+
+    return lambda: GxRun(tmp_path_factory.mktemp("site"), "test", "epoch-0")
+
+
+def _run(spark, gx_run, suite: str, rows: list[tuple], schema: str, parameters=None) -> dict:
+    frame = frames.materialize(spark.createDataFrame(rows, schema))
+    try:
+        outcome = gx_run().validate(load_suites()[suite], frame, parameters)
+    finally:
+        frame.unpersist()
+    return {c.name: c for c in outcome.checks}
+
+
+def _failed(checks: dict) -> dict[str, int]:
+    return {name: c.unexpected_count for name, c in checks.items() if not c.success}
+
+
+def test_the_maps_suite_names_each_kind_of_damage(spark, gx_run) -> None:
+    good = [
+        ("m_count", '{"k":1}', 2.0, "count", None),
+        ("m_count", '{"k":null}', 1.0, "count", None),  # a NULL key where NULL is allowed
+        ("m_sum", '{"k":1}', -4.5, "value", None),  # sums may be negative
+        ("m_one", "{}", 7.0, "count", None),
+    ]
+    bad = good + [
+        ("m_sum", '{"k":1}', 1.0, "value", None),  # a second row for an entry
+        ("m_sum", '{"k":2}', 0.0, "value", None),  # a stored zero
+        ("m_count", '{"k":3}', -1.0, "count", None),  # a negative count
+        ("m_join", '{"o_id":null}', 1.0, "count", "o_id"),  # NULL in a join key
+        ("m_sum", '{"k":4}', None, "value", None),  # no value
+    ]
+    checks = _run(spark, gx_run, "maps", bad, frames.MAPS_SCHEMA)
+    assert _failed(checks) == {
+        "maps.one_row_per_entry": 2,
+        "maps.no_zero_values": 1,
+        "maps.counts_not_negative": 1,
+        "maps.keys_not_null": 1,
+        "maps.value_present": 1,
+    }
+    assert checks["maps.counts_not_negative"].examples == [{"map": "m_count", "key": '{"k":3}', "value": -1.0}]
+
+
+def test_the_base_and_events_suites_name_each_kind_of_damage(spark, gx_run) -> None:
+    base = [("r", '{"a":1}', 2), ("r", '{"a":null}', 1), ("s", '{"a":1}', 1)]
+    damaged = base + [("r", '{"a":1}', 1), ("r", '{"a":5}', 0), ("s", '{"a":6}', -2)]
+    assert _failed(_run(spark, gx_run, "base", damaged, frames.BASE_SCHEMA)) == {
+        "base.one_row_per_tuple": 2,
+        "base.mult_positive": 2,
+    }
+
+    committed = {"committed_batches": ["b1", "b2"]}
+    events = [("r", 1, 3, 1, 0, "b1"), ("r", -1, 3, 1, 1, "b1"), ("s", 1, 3, 1, 2, "b2"), ("s", 1, 3, 2, 0, "b2")]
+    damaged = events + [
+        ("s", 1, 3, 1, 1, "b2"),  # a version another relation's event has
+        ("r", 0, 3, 1, 7, "b1"),  # neither insert nor delete
+        ("r", 1, 3, 1, 8, "b9"),  # a batch the manifest does not know
+        ("r", 1, 3, None, 9, "b1"),  # no source
+    ]
+    assert _failed(_run(spark, gx_run, "events", damaged, frames.EVENTS_SCHEMA, committed)) == {
+        "events.versions_unique": 2,
+        "events.op_valid": 1,
+        "events.batches_committed": 1,
+        "events.source_present": 1,
+    }
