@@ -46,8 +46,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from cumulus.quality.spec import QualityError
-    from cumulus.quality.summary import read_summary, render_report
-    from cumulus.quality.validate import _summary_from_ledger
+    from cumulus.quality.summary import read_summary, render_report, summary_from_ledger
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
 
@@ -64,7 +63,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         row = ledger_row(catalog, settings, epoch)
         if row is None or not row.validation:
             raise QualityError(f"epoch {epoch} has not been validated (cumulus validate --epoch {epoch})")
-        summary = _summary_from_ledger(settings, epoch, row)
+        summary = summary_from_ledger(settings, epoch, row)
     sys.stdout.write(render_report(summary, args.format))
     return 0
 

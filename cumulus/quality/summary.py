@@ -50,6 +50,23 @@ def read_summary(settings: Settings, epoch: int) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def summary_from_ledger(settings: Settings, epoch: int, row) -> dict[str, Any]:
+    """A summary for an epoch whose summary.json is gone: what the ledger remembers."""
+    detail = json.loads(row.validation_detail) if row.validation_detail else {}
+    return {
+        "epoch": epoch,
+        "outcome": row.validation or "",
+        "validated_at": str(row.updated_at),
+        "report": detail.get("report", str(report_dir(settings, epoch) / "index.html")),
+        "summary": detail.get("summary", str(summary_path(settings, epoch))),
+        "suites": [],
+        "views": [],
+        "skipped": {},
+        "failed_checks": detail.get("failed_checks", []),
+        "from_ledger": True,
+    }
+
+
 def ledger_detail(summary: Mapping[str, Any]) -> str:
     """The short JSON the ledger keeps in validation_detail."""
     checks = [c for s in summary["suites"] for c in s["checks"]]

@@ -25,6 +25,7 @@ from cumulus.quality.summary import (
     ledger_detail,
     read_summary,
     report_dir,
+    summary_from_ledger,
     summary_path,
     write_summary,
 )
@@ -71,7 +72,7 @@ def validate_epoch(
     if row is None:
         raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
     if row.state == PUBLISHED:
-        summary = read_summary(settings, epoch) or _summary_from_ledger(settings, epoch, row)
+        summary = read_summary(settings, epoch) or summary_from_ledger(settings, epoch, row)
         say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
         log.info("epoch %d: already published; reporting the stored validation", epoch)
         return Outcome(epoch, True, PUBLISHED, Path(summary["report"]), summary, validated=False)
@@ -302,22 +303,3 @@ def _say_suite(say: Progress, epoch: int, outcome: SuiteOutcome) -> None:
         f"epoch {epoch}: suite {outcome.name}: {passed}/{len(outcome.checks)} checks passed over {outcome.rows} rows"
         + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
-
-
-def _summary_from_ledger(settings: Settings, epoch: int, row) -> dict:
-    """A summary for an epoch whose summary.json is gone: what the ledger remembers."""
-    import json
-
-    detail = json.loads(row.validation_detail) if row.validation_detail else {}
-    return {
-        "epoch": epoch,
-        "outcome": row.validation or "",
-        "validated_at": str(row.updated_at),
-        "report": detail.get("report", str(report_dir(settings, epoch) / "index.html")),
-        "summary": detail.get("summary", str(summary_path(settings, epoch))),
-        "suites": [],
-        "views": [],
-        "skipped": {},
-        "failed_checks": detail.get("failed_checks", []),
-        "from_ledger": True,
-    }

@@ -169,3 +169,16 @@ def test_the_report_names_failed_checks_and_the_site() -> None:
     detail = json.loads(ledger_detail(_summary(True)))
     assert detail["failed_checks"] == ["maps.no_zero_values"] and detail["report"].endswith("index.html")
     assert "validation passed" in render_report(_summary(False))
+
+
+def test_without_its_summary_file_the_report_comes_from_the_ledger(tmp_path) -> None:
+    from cumulus.config import Settings
+    from cumulus.quality.summary import summary_from_ledger
+    from cumulus.store.ledger import LedgerRow
+
+    settings = Settings(home=tmp_path)
+    detail = ledger_detail(_summary(True))
+    row = LedgerRow(epoch=4, state="failed-validation", validation="failed", validation_detail=detail)
+    text = render_report(summary_from_ledger(settings, 4, row))
+    assert text.startswith("epoch 4: validation failed (1 failed: maps.no_zero_values)")
+    assert "report: /h/reports/epoch-4/index.html" in text
