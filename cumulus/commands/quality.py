@@ -26,17 +26,35 @@ def _say(line: str) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from cumulus.engine.session import spark_session
+    from cumulus.quality.spec import QualityError
+    from cumulus.quality.summary import read_summary
     from cumulus.quality.validate import epoch_to_validate, validate_epoch
     from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import CLOSED, FAILED, PUBLISHED, ledger_row
     from cumulus.store.tables import attach_catalog
 
     settings = settings_from_args(args)
+    catalog = pyiceberg_catalog(settings)  # the ledger without a JVM: skip Spark when there is nothing to do
     epoch = args.epoch
     if epoch is None:
-        epoch = epoch_to_validate(pyiceberg_catalog(settings), settings)
+        epoch = epoch_to_validate(catalog, settings)
         if epoch is None:
             _say("nothing to validate: no closed epoch is waiting for validation (see cumulus epoch status)")
             return EXIT_PASSED
+    row = ledger_row(catalog, settings, epoch)
+    if row is None:
+        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
+    if row.state == PUBLISHED:
+        summary = read_summary(settings, epoch)
+        _say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
+        if summary:
+            _say(f"report: {summary['report']}")
+        return EXIT_PASSED
+    if row.state not in (CLOSED, FAILED):
+        raise QualityError(
+            f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
+            f"(close it first: cumulus --home {settings.home} epoch close)"
+        )
     _say(f"epoch {epoch}: starting validation")
     spark = spark_session(settings, app_name=f"cumulus validate epoch {epoch}")
     attach_catalog(spark, settings)
