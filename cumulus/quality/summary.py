@@ -105,7 +105,8 @@ def report_rows(summary: Mapping[str, Any]) -> list[tuple]:
         if v.get("error"):
             detail = v["error"]
         elif v["success"]:
-            detail = f"{v['engine_rows']} rows equal"
+            n = v["engine_rows"]
+            detail = f"{n} row{'s' if n != 1 else ''} equal"
         else:
             detail = _examples([d["difference"] + f" (group {d['group']})" for d in v["differences"]])
         rows.append(
