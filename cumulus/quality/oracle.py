@@ -68,14 +68,14 @@ def temp_view_name(relation: str, epoch: int) -> str:
 
 
 def register_expanded_base(
-    spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int
+    spark: SparkSession, settings: Settings, relations: Schema | Iterable[Relation], epoch: int
 ) -> list[str]:
-    """A temporary view per relation: base.<rel> at the tag, expanded (below). Returns the
-    views' names, to drop afterwards."""
+    """A temporary view per relation (every relation of a Schema, or the ones given):
+    base.<rel> at the tag, expanded (below). Returns the views' names, to drop afterwards."""
     from cumulus.quality.frames import at_tag
 
     names = []
-    for rel in relations:
+    for rel in relations.relations if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)
         expand(at_tag(spark, base_table(settings, rel.name), epoch), rel.column_names).createOrReplaceTempView(name)
         names.append(name)
