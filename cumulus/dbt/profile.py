@@ -5,7 +5,7 @@ so dbt sees the same Iceberg catalog, jars and warehouse as the engine.
 dbt-spark builds its session with `SparkSession.builder.enableHiveSupport()`, applies the
 `server_side_parameters` one by one and calls `getOrCreate()` (dbt/adapters/spark/session.py);
 PySpark passes them to the JVM it launches, so `spark.jars` and the driver options take
-effect. One setting is added (see profile()): no Hive metastore. The profile is written to
+effect. Two settings are added (see profile()): no Hive metastore, and a quieter Spark log. The profile is written to
 `<home>/dbt/profiles.yml` (it holds absolute paths and possibly the catalog password, so
 it lives with the home, not in the repository), next to dbt's target/ and logs/."""
 
@@ -37,6 +37,29 @@ def profiles_path(settings: Settings) -> Path:
     return dbt_dir(settings) / "profiles.yml"
 
 
+# Spark's log configuration for dbt's driver: warnings only, minus the one dbt-spark causes
+# on every statement (it asks the builder for the session again: "Using an existing Spark
+# session; only runtime SQL configurations will take effect").
+LOG4J2 = """\
+# Written by `cumulus dbt profile`: Spark's logging in dbt processes (cumulus/dbt/profile.py).
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.session.name = org.apache.spark.sql.SparkSession
+logger.session.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def log_config_path(settings: Settings) -> Path:
+    return dbt_dir(settings) / "log4j2.properties"
+
+
 def profile(settings: Settings) -> dict:
     """profiles.yml as a dict: one target, a dbt-spark session on the Cumulus catalog."""
     from cumulus.engine.session import spark_conf
@@ -46,6 +69,8 @@ def profile(settings: Settings) -> dict:
     # query waits for a Derby Hive metastore (tens of seconds) that nothing here uses; every
     # table dbt reads or writes is in the Iceberg catalog.
     conf["spark.sql.catalogImplementation"] = "in-memory"
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j2.configurationFile={log_config_path(settings)}".strip()
     return {
         PROFILE: {
             "target": TARGET,
@@ -77,14 +102,19 @@ def write_profile(settings: Settings) -> Path:
     """Write `<home>/dbt/profiles.yml` when its content changed (DAG files call this at
     parse time, so an unchanged profile is not touched); returns its path."""
     path = profiles_path(settings)
-    text = profile_text(settings)
-    if not path.is_file() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".yml.tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o600)  # may hold the catalog password
-        tmp.replace(path)
+    _write_if_changed(log_config_path(settings), LOG4J2)
+    _write_if_changed(path, profile_text(settings), mode=0o600)  # may hold the catalog password
     return path
+
+
+def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
+    if path.is_file() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)  # atomic: a DAG parse and a task never see half a file
 
 
 def dbt_env(settings: Settings) -> dict[str, str]:

@@ -65,8 +65,14 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     out = doc[PROFILE]["outputs"][TARGET]
     assert (out["type"], out["method"]) == ("spark", "session")
     conf = spark_conf(settings, app_name="cumulus-dbt")
-    assert out["server_side_parameters"] == {**conf, "spark.sql.catalogImplementation": "in-memory"}
+    params = out["server_side_parameters"]
+    assert params["spark.sql.catalogImplementation"] == "in-memory"
+    options = params.pop("spark.driver.extraJavaOptions")
+    assert options.startswith(conf.pop("spark.driver.extraJavaOptions"))  # the derby home stays
+    assert "-Dlog4j2.configurationFile=" in options
+    assert {k: v for k, v in params.items() if k != "spark.sql.catalogImplementation"} == conf
     path = write_profile(settings)
+    assert (path.parent / "log4j2.properties").is_file()
     stamp = path.stat().st_mtime_ns
     assert write_profile(settings) == path and path.stat().st_mtime_ns == stamp  # unchanged: not rewritten
     env = dbt_task_env(settings)

@@ -112,7 +112,8 @@ print(json.dumps({
 def test_cosmos_renders_the_dbt_dag(tpch_home, tmp_path) -> None:
     env = {**os.environ, "CUMULUS_HOME": str(tpch_home.home), "AIRFLOW_HOME": str(tmp_path / "airflow"),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
-           "AIRFLOW__COSMOS__ENABLE_CACHE": "0"}  # the dbt ls cache lives in Airflow's database
+           "AIRFLOW__COSMOS__ENABLE_CACHE": "0",  # the dbt ls cache lives in Airflow's database
+           "AIRFLOW__COSMOS__ENABLE_TELEMETRY": "false", "SCARF_NO_ANALYTICS": "true"}
     dag_file = tmp_path / "dags"
     dag_file.mkdir()
     (dag_file / "cumulus_dbt.py").write_text((REPO / "dags" / "cumulus_dbt.py").read_text())
