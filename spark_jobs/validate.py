@@ -10,8 +10,9 @@ recomputation oracle), write its Data Docs report and publish or fail it in the 
 
 The same as `cumulus --home H validate ...`. Exit status: 0 the epoch passed (ledger:
 published; also when it was published before), 1 it failed validation (ledger:
-failed-validation; the report names the failed checks), 2 any other Cumulus error (e.g.
-the epoch is not closed). The pipeline publishes the epoch's asset only on 0.
+failed-validation; the report names the failed checks; retrying cannot help), 2 an error
+(the epoch is not closed or unknown, or validation could not run: the ledger is
+unchanged, retry). The pipeline publishes the epoch's asset only on 0.
 """
 
 from __future__ import annotations

@@ -6,15 +6,20 @@ epoch and its report.
 
 `validate` runs Spark and Great Expectations; `quality report` reads the summary JSON
 (and the ledger with PyIceberg): no JVM. The pipeline publishes an epoch's asset only
-when `validate` exits 0.
+when `validate` exits 0; 1 is a verdict on the data (retrying cannot help), 2 an error
+(not closed, unknown epoch, or validation could not run: retry).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from cumulus.config import settings_from_args
+from cumulus.errors import CumulusError
+
+log = logging.getLogger("cumulus.quality")
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
 
@@ -56,9 +61,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"(close it first: cumulus --home {settings.home} epoch close)"
         )
     _say(f"epoch {epoch}: starting validation")
-    spark = spark_session(settings, app_name=f"cumulus validate epoch {epoch}")
-    attach_catalog(spark, settings)
-    outcome = validate_epoch(spark, settings, epoch, expectations=args.expectations, progress=_say)
+    try:
+        spark = spark_session(settings, app_name=f"cumulus validate epoch {epoch}")
+        attach_catalog(spark, settings)
+        outcome = validate_epoch(spark, settings, epoch, expectations=args.expectations, progress=_say)
+    except CumulusError:
+        raise
+    except Exception as exc:  # a crash is not a verdict on the data: exit 2, not 1
+        log.exception("epoch %d: validation could not run", epoch)
+        raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
+                           "the ledger is unchanged, retry") from exc
     return EXIT_PASSED if outcome.passed else EXIT_FAILED
 
 
