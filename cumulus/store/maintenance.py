@@ -99,17 +99,18 @@ def maintain(
         for table in tables or home_tables(spark, settings):
             t = time.perf_counter()
             before = _count(spark, table, "snapshots")
-            short = table.split(".", 1)[1]
+            short = table.split(".", 1)[1]  # the procedures get the qualified name: the
+            # namespace `cumulus` would otherwise be read as the catalog of that name
             rewritten = added = deleted = 0
             if compact:
                 row = spark.sql(
-                    f"CALL {catalog}.system.rewrite_data_files(table => '{short}', options => map("
+                    f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
                     f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}'))"
                 ).collect()[0].asDict()
                 rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]
             if expire:
                 row = spark.sql(
-                    f"CALL {catalog}.system.expire_snapshots(table => '{short}', "
+                    f"CALL {catalog}.system.expire_snapshots(table => '{table}', "
                     f"older_than => TIMESTAMP '{stamp}', retain_last => {int(retain_last)})"
                 ).collect()[0].asDict()
                 deleted = row.get("deleted_data_files_count", 0) or 0
