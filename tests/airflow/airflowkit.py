@@ -268,3 +268,30 @@ class Browser:
         finally:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=30)
+
+
+PLUGIN_PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import cumulus_plugin
+from fastapi.testclient import TestClient
+
+client = TestClient(cumulus_plugin.create_app())
+status = client.get("/api/status")
+page = client.get("/")
+report = client.get("/reports/" + (status.json()["epochs"][0]["report"] or "missing"))
+print("PROBE" + json.dumps({"status": status.json(), "page": page.text, "codes": [status.status_code,
+      page.status_code, report.status_code]}))
+"""
+
+
+def plugin_probe(env: AirflowEnv) -> dict:
+    """The UI plugin's FastAPI app on the env's home, in a fresh process (its JSON, its
+    page, the first epoch's report)."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", PLUGIN_PROBE, str(REPO / "plugins")], env=env.env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PROBE"))
+    return json.loads(line[len("PROBE"):])

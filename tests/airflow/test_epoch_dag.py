@@ -15,7 +15,14 @@ inserts and deletes):
 from __future__ import annotations
 
 import pytest
-from airflowkit import AirflowEnv, assert_stable_equals_duckdb, ledger, logical_date, make_stream
+from airflowkit import (
+    AirflowEnv,
+    assert_stable_equals_duckdb,
+    ledger,
+    logical_date,
+    make_stream,
+    plugin_probe,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 
@@ -72,6 +79,18 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert [(r.epoch, r.state, r.snapshots, r.events) for r in after.values()] == \
            [(r.epoch, r.state, r.snapshots, r.events) for r in before.values()]
     assert max(after) == 4 and after[4].state == "open"
+
+    # The UI plugin shows the ledger: states, counts, validation, report, late files.
+    probe = plugin_probe(env)
+    assert probe["codes"] == [200, 200, 200]
+    epochs = {e["epoch"]: e for e in probe["status"]["epochs"]}
+    assert [epochs[n]["state"] for n in (1, 2, 3, 4)] == ["published"] * 3 + ["open"]
+    assert epochs[2]["events"] == rows[2].events and epochs[1]["deltas"] > 0
+    assert epochs[1]["validation"] == "passed" and epochs[1]["report"] == "epoch-1/index.html"
+    assert epochs[2]["late"][0]["source"] == "catalog"
+    assert {v["name"]: (v["stable_epoch"], v["stable_rows"]) for v in probe["status"]["views"]} == {
+        "segment_orders": (3, 5), "order_priority_mix": (3, 5)}
+    assert "Cumulus ledger" in probe["page"] and probe["page"].count(">published<") == 3
 
     # A run for epoch 5 while epoch 4 is open fails: epochs close in order.
     proc = env.dags_test("cumulus_epoch", logical_date(5), check=False)
