@@ -18,6 +18,9 @@ from sqlreadskit import REPO
 
 from cumulus.read import At, Reader
 
+# The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 
 
@@ -86,6 +89,7 @@ import json, sys
 from types import SimpleNamespace
 from airflow.dag_processing.dagbag import DagBag
 from cumulus.pipeline.assets import STABLE_SNAPSHOT
+
 
 bag = DagBag(dag_folder=sys.argv[1])
 dag = bag.dags["cumulus_dbt"]

@@ -18,12 +18,16 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from sqlreadskit import SCALAR_VIEW
 
 from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.sql.mapsql import view_sql
 from cumulus.sqlserver import port_open
+
+# The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
+pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 VIEWS = ["pricing_summary", SCALAR_VIEW[0]]  # decimals, doubles, dates, counts, MIN/MAX; no GROUP BY

@@ -12,6 +12,9 @@ from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.sql.mapsql import ViewSQLError, tag_of, view_sql
 
+# The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
+pytestmark = pytest.mark.slow
+
 VIEWS = ["revenue_by_nation_brand", "order_priority_mix", "pricing_summary", SCALAR_VIEW[0]]
 
 
