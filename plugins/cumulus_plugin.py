@@ -115,7 +115,7 @@ PAGE = """<!doctype html>
 </table>
 <h2>Views</h2>
 <table id="views"><tr><th>view</th><th>stable epoch</th><th>stable rows</th><th>stable age</th>
-<th>main fresh as of</th><th>note</th></tr>
+<th>main age (last map commit)</th><th>note</th></tr>
 {view_rows}
 </table>
 </body></html>"""
