@@ -29,7 +29,7 @@ def cmd_maintenance(args: argparse.Namespace) -> int:
         tables=[f"{settings.catalog}.{t}" for t in args.table] if args.table else None,
     )
     columns = ["table", "snapshots_before", "snapshots_after", "tags", "data_files_deleted",
-               "files_rewritten", "files_added", "seconds"]
+               "files_rewritten", "files_added", "delete_files_removed", "seconds"]
     sys.stdout.write(render(columns, [tuple(getattr(r, c) for c in columns) for r in reports], args.format))
     return 0
 

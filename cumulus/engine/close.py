@@ -141,7 +141,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
 
 def consolidate_map(spark: SparkSession, settings: Settings, plan: BatchPlan, name: str, epoch: int) -> bool:
     """Rewrite the entries touched in `epoch` as one row each (zero sums removed), in one
-    MERGE commit that rewrites only the files holding touched entries. A rerun finds no
+    merge-on-read MERGE commit (position deletes + the new rows). A rerun finds no
     delta rows left and does nothing."""
     info = plan.maps[name]
     table = map_table(settings, name)

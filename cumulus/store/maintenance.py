@@ -9,8 +9,10 @@ Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref poin
   epoch not yet closed if that is earlier, because the applies of an unclosed epoch pin
   the map snapshots they read and its close repairs against them.
 
-Compaction runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, only
-where at least two small files can be merged); rows and tags are unchanged. Both
+Compaction runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, where
+at least two small files can be merged, and every data file that has position deletes:
+the close's merge-on-read MERGEs leave those, then rewrite_position_delete_files drops
+the delete files left dangling); rows and tags are unchanged. Both
 procedures commit, so the run holds the catalog lock (one writer at a time).
 """
 
@@ -41,6 +43,7 @@ class TableReport:
     data_files_deleted: int = 0
     files_rewritten: int = 0
     files_added: int = 0
+    delete_files_removed: int = 0
     seconds: float = 0.0
 
 
@@ -73,7 +76,7 @@ def retention_cutoff(reader, settings: Settings, retain_for: dt.timedelta, now: 
 def _count(spark: SparkSession, table: str, what: str) -> int:
     if what == "tags":
         return spark.sql(f"SELECT count(*) FROM {table}.refs WHERE type = 'TAG'").collect()[0][0]
-    return spark.sql(f"SELECT count(*) FROM {table}.snapshots").collect()[0][0]
+    return spark.sql(f"SELECT count(*) FROM {table}.{what}").collect()[0][0]  # snapshots, delete_files
 
 
 def maintain(
@@ -101,13 +104,22 @@ def maintain(
             before = _count(spark, table, "snapshots")
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
-            rewritten = added = deleted = 0
+            rewritten = added = deleted = deletes_removed = 0
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
-                    f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}'))"
+                    f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
+                    # a data file with position deletes (the close's merge-on-read MERGEs)
+                    # is rewritten without the deleted rows, and the delete files go
+                    "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
                 ).collect()[0].asDict()
                 rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]
+                if _count(spark, table, "delete_files"):  # left dangling by the rewrite
+                    row = spark.sql(
+                        f"CALL {catalog}.system.rewrite_position_delete_files(table => '{table}', "
+                        "options => map('rewrite-all', 'true'))"
+                    ).collect()[0].asDict()
+                    deletes_removed = row["rewritten_delete_files_count"] - row["added_delete_files_count"]
             if expire:
                 row = spark.sql(
                     f"CALL {catalog}.system.expire_snapshots(table => '{table}', "
@@ -117,9 +129,10 @@ def maintain(
             report = TableReport(
                 table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
                 tags=_count(spark, table, "tags"), data_files_deleted=deleted,
-                files_rewritten=rewritten, files_added=added, seconds=round(time.perf_counter() - t, 2),
+                files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed, seconds=round(time.perf_counter() - t, 2),
             )
-            log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, data files deleted %d",
-                     short, before, report.snapshots_after, report.tags, rewritten, added, deleted)
+            log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, "
+                     "delete files removed %d, data files deleted %d",
+                     short, before, report.snapshots_after, report.tags, rewritten, added, deletes_removed, deleted)
             reports.append(report)
     return reports

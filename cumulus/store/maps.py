@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.evaluate import key_type, value_type
 from cumulus.m3.validate import MapInfo
-from cumulus.store.tables import MAPS, qualified
+from cumulus.store.tables import MAPS, MERGE_ON_READ, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,7 +42,7 @@ def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> 
     partition = f" PARTITIONED BY (bucket({BUCKETS}, `{info.key_names[0]}`))" if info.key_names else ""
     spark.sql(
         f"CREATE TABLE {table} ({cols}) USING iceberg{partition} "
-        "TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash')"
+        f"TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash', {MERGE_ON_READ})"
     )
     if info.key_names:
         spark.sql(f"ALTER TABLE {table} WRITE ORDERED BY {', '.join(f'`{k}`' for k in info.key_names)}")

@@ -156,6 +156,14 @@ def check_relation_names(schema: Schema) -> None:
 
 _PROPERTIES = "TBLPROPERTIES ('format-version' = '2'{extra})"
 
+# Row-level changes (the close's MERGEs into maps.* and base.*) write position-delete
+# files and the new rows instead of rewriting every data file holding a touched row:
+# an epoch writes what its events change, not the files they land in. Maintenance's
+# compaction folds the deletes back into the data files (docs/airflow.md, Maintenance).
+MERGE_ON_READ = ", ".join(
+    f"'write.{op}.mode' = 'merge-on-read'" for op in ("merge", "update", "delete")
+)
+
 
 def create_statements(settings: Settings, schema: Schema) -> list[str]:
     """CREATE ... IF NOT EXISTS statements for every namespace and table of a home."""
@@ -169,7 +177,7 @@ def create_statements(settings: Settings, schema: Schema) -> list[str]:
         )
         stmts.append(
             f"CREATE TABLE IF NOT EXISTS {base_table(settings, rel.name)} "
-            f"({ddl_type(base_columns(rel))}) USING iceberg " + _PROPERTIES.format(extra="")
+            f"({ddl_type(base_columns(rel))}) USING iceberg " + _PROPERTIES.format(extra=", " + MERGE_ON_READ)
         )
     for name, cols in (
         (files_table(settings), FILES_COLUMNS),

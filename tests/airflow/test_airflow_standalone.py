@@ -51,6 +51,8 @@ class Api:
                 return resp.status, (json.loads(text) if text.startswith(("{", "[")) else text)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
+        except (urllib.error.URLError, ConnectionError) as exc:  # not listening yet
+            return 0, str(exc)
 
     def ok(self, method: str, path: str, body=None):
         status, data = self.request(method, path, body)

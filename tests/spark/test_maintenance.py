@@ -1,7 +1,8 @@
 """Table maintenance (cumulus/store/maintenance.py) on a small home: after three closed
 epochs and an apply in the open one, compaction and snapshot expiry drop the snapshot
 count, every epoch-N tag still reads the same view rows, the main branch reads the same,
-the open epoch's pinned snapshots survive and its close still gives the right answer."""
+the open epoch's pinned snapshots survive and its close still gives the right answer.
+The closes' MERGEs are merge-on-read (delete files, no rewrites) until compaction."""
 
 from __future__ import annotations
 
@@ -45,6 +46,19 @@ def _snapshots(spark, settings, table: str) -> list[tuple[int, dt.datetime]]:
     return [(r[0], r[1]) for r in rows]
 
 
+def _delete_files(spark, settings, table: str) -> int:
+    """Position-delete files live in the table's current snapshot."""
+    return spark.sql(f"SELECT count(*) FROM {settings.catalog}.{table}.delete_files").first()[0]
+
+
+def _rewrites(spark, settings, table: str) -> int:
+    """Data files that the table's overwrite commits (MERGEs) removed."""
+    return spark.sql(
+        f"SELECT coalesce(sum(cast(summary['deleted-data-files'] AS INT)), 0) "
+        f"FROM {settings.catalog}.{table}.snapshots WHERE operation = 'overwrite'"
+    ).first()[0]
+
+
 def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
     root = tmp_path / "home"
     root.mkdir()
@@ -78,13 +92,22 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         maps = [f"maps.{m}" for m in plan.maps]
         counts = {t: len(_snapshots(spark, settings, t)) for t in maps + ["base.r", "events.r"]}
 
+        # Merge-on-read: the closes' MERGEs (consolidation, fold) left position deletes
+        # and rewrote no data file; compaction below applies the deletes.
+        rowlevel = maps + ["base.r", "base.s"]
+        assert _delete_files(spark, settings, "base.r") > 0
+        assert sum(_delete_files(spark, settings, t) for t in maps) > 0
+        assert {t: _rewrites(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
+
         reports = maintain(spark, settings, retain_last=1, retain_for=dt.timedelta(0), compact=True)
+        assert {t: _delete_files(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
         by_table = {r.table: r for r in reports}
         assert set(maps) <= set(by_table)
         dropped = sum(counts[t] - by_table[t].snapshots_after for t in counts)
         assert dropped > 0, counts
         for t in counts:  # a compaction commits one snapshot of its own
-            assert by_table[t].snapshots_after <= counts[t] + (1 if by_table[t].files_rewritten else 0), by_table[t]
+            own = bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
+            assert by_table[t].snapshots_after <= counts[t] + own, by_table[t]
         for t in maps:
             assert by_table[t].tags == 3  # epoch-1..3 kept
         kept = {(m, s) for m in plan.maps for s, _ in _snapshots(spark, settings, f"maps.{m}")}
