@@ -131,10 +131,10 @@ def run_scale(
         close_epoch(spark, settings, plan, epoch)
         epoch_s = time.perf_counter() - t
         m = ledger_row(spark, settings, epoch).metrics
-        epoch_read = m["applies_bytes_read"] + sum(v for k, v in m.items() if k.endswith("_bytes_read") and not k.startswith("applies"))
-        epoch_written = m["applies_bytes_written"] + sum(
-            v for k, v in m.items() if k.endswith("_bytes_written") and not k.startswith("applies")
-        )
+        # Every apply of the epoch (applies_*), then the close's own steps after its apply.
+        steps = ("repair", "consolidate", "fold", "tag")
+        epoch_read = m["applies_bytes_read"] + sum(m[f"{s}_bytes_read"] for s in steps)
+        epoch_written = m["applies_bytes_written"] + sum(m[f"{s}_bytes_written"] for s in steps)
 
         t, meter = time.perf_counter(), StageMeter(spark)
         names = register_expanded_base(spark, settings, schema, epoch)

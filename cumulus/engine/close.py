@@ -29,10 +29,10 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
-from cumulus.engine.metrics import StageMeter
+from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.ingest.faults import fault_point
 from cumulus.parallel import for_each
-from cumulus.store.commit import EPOCH, commit_properties, snapshots
+from cumulus.store.commit import EPOCH, FOLDED_EPOCH, commit_properties, snapshots
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import APPLIED, CLOSED, OPEN, ledger_row, transition
 from cumulus.store.lock import catalog_lock
@@ -230,6 +230,12 @@ class StepMetrics:
         self.metrics[f"{name}_s"] = round(time.perf_counter() - t, 3)
         self.metrics.update(meter.read().as_metrics(name))
 
+    def writes_from_commits(self, name: str, tables: list[str], marker: str, epoch: int) -> None:
+        """Replace the step's written bytes/rows by what its commits added (row-level writes
+        do not report Spark output metrics)."""
+        nbytes, rows = committed_writes(self.spark, tables, marker, epoch)
+        self.metrics[f"{name}_bytes_written"], self.metrics[f"{name}_rows_written"] = nbytes, rows
+
 
 def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
     """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
@@ -257,13 +263,16 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
                 f"epoch {epoch} consolidation",
             )
         consolidated = [m for m, did in merged.items() if did]
+        steps.writes_from_commits("consolidate", [map_table(settings, m) for m in plan.maps], CONSOLIDATED_EPOCH, epoch)
         fault_point("close.after-consolidate")
         with steps("fold"):
             fold_epoch(spark, settings, epoch)
+        bases = [base_table(settings, r.name) for r in plan.checked.schema.relations]
+        steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
         with steps("tag"):
             tables = [map_table(settings, m) for m in plan.maps]
-            tables += [base_table(settings, r.name) for r in plan.checked.schema.relations]
+            tables += bases
             tagged = tag_tables(spark, tables, epoch, settings.table_workers)
         fault_point("close.after-tag")
         records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]

@@ -60,6 +60,22 @@ class StageMeter:
         return total
 
 
+def committed_writes(spark: SparkSession, tables: list[str], marker: str, value: object) -> tuple[int, int]:
+    """(bytes, rows) the commits of `tables` whose snapshot summary has `marker` = `value`
+    added: data and delete files (`added-files-size`), rows and position deletes. Row-level
+    (merge-on-read) writes report no task output metrics, so the close counts the writes of
+    its MERGEs from their commits; reading table metadata only, no Spark job."""
+    from cumulus.store.commit import snapshots
+
+    nbytes = rows = 0
+    for table in tables:
+        for snap in snapshots(spark, table):
+            if snap.summary.get(marker) == str(value):
+                nbytes += int(snap.summary.get("added-files-size", 0))
+                rows += int(snap.summary.get("added-records", 0)) + int(snap.summary.get("added-position-deletes", 0))
+    return nbytes, rows
+
+
 def human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":

@@ -34,15 +34,30 @@ def sqlalchemy_uri(settings: Settings) -> str:
     )
 
 
+def pyiceberg_properties(settings: Settings) -> dict[str, str]:
+    """The PyIceberg catalog properties matching the Spark catalog: the warehouse, and for
+    an object-store warehouse set through the [spark] table of cumulus.toml
+    (`sql.catalog.<name>.warehouse = "s3://..."`, `.s3.endpoint`, `.s3.path-style-access`,
+    `.client.region`) the same endpoint, addressing and region for PyArrow's S3 file
+    system. Credentials are not copied: PyArrow takes them from the AWS environment
+    variables, as S3FileIO does."""
+    prefix = f"sql.catalog.{settings.catalog}."
+    spark = {k.removeprefix("spark.").removeprefix(prefix): str(v) for k, v in settings.spark_conf.items()
+             if k.removeprefix("spark.").startswith(prefix)}
+    props = {"uri": sqlalchemy_uri(settings), "warehouse": spark.get("warehouse", f"file://{settings.warehouse}")}
+    if "s3.endpoint" in spark:
+        props["s3.endpoint"] = spark["s3.endpoint"]
+    if "s3.path-style-access" in spark:
+        props["s3.force-virtual-addressing"] = str(spark["s3.path-style-access"].lower() != "true").lower()
+    if "client.region" in spark:
+        props["s3.region"] = spark["client.region"]
+    return props
+
+
 def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
     """A PyIceberg SqlCatalog named like the Spark catalog, on the same tables."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     if settings.is_sqlite:
         settings.home.mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(
-        settings.catalog,
-        uri=sqlalchemy_uri(settings),
-        warehouse=f"file://{settings.warehouse}",
-        schema_version="v1",
-    )
+    return SqlCatalog(settings.catalog, schema_version="v1", **pyiceberg_properties(settings))

@@ -6,8 +6,9 @@ events is added to its `mult`; tuples that reach 0 are deleted, new tuples inser
 The commit's snapshot summary records `cumulus.folded-epoch = N`; a relation whose base
 table already records N (or later) is skipped, so a retried close never folds twice.
 Epochs left unfolded before N (a relation without events, or a close that crashed) are
-folded in the same MERGE. Only sealed epochs can be folded: an open epoch still takes
-input.
+folded in the same MERGE. A relation whose events cancel out (or that has none) is not
+touched: its table stays as it is, and a later fold starts from its last marker. Only
+sealed epochs can be folded: an open epoch still takes input.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ log = logging.getLogger("cumulus.fold")
 @dataclass(frozen=True)
 class FoldResult:
     relation: str
-    folded: bool  # False: already folded through the epoch, skipped
+    folded: bool  # False: nothing committed (already folded through the epoch, or no net change)
     from_epoch: int  # events of epochs from_epoch..epoch were folded
     epoch: int
     tuples_changed: int  # distinct tuples whose multiplicity changed
@@ -94,6 +95,10 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel, epoch: int) -> 
         .persist()
     )
     changed = delta.count()
+    if changed == 0:  # no net change: no MERGE, which would scan the whole base table
+        delta.unpersist()
+        log.info("base.%s: no net change in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
+        return FoldResult(rel.name, False, done + 1, epoch, 0, None)
     view = f"cumulus_fold_{rel.name}"
     delta.createOrReplaceTempView(view)
     on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from cumulus.engine import jars
 from cumulus.engine.session import spark_conf
 from cumulus.errors import ConfigError
 from cumulus.store.catalog import sqlalchemy_uri
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_derive_from_home(tmp_path, monkeypatch):
@@ -98,3 +101,23 @@ def test_missing_jars_ask_for_make_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("CUMULUS_JARS_DIR", str(tmp_path / "empty"))
     with pytest.raises(ConfigError, match=r"iceberg-jackson-shaded\.jar.*make setup"):
         spark_conf(Settings(home=tmp_path))
+
+
+def test_pyiceberg_follows_an_object_store_warehouse(tmp_path):
+    """The docker-compose home puts the warehouse on MinIO through the [spark] table; the
+    PyIceberg catalog (reads without a JVM) gets the same warehouse, endpoint, path-style
+    addressing and region, and its file IO opens an S3 file system for the warehouse."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    from cumulus.store.catalog import pyiceberg_properties
+
+    (tmp_path / "cumulus.toml").write_text((REPO / "docker" / "cumulus.toml").read_text())
+    props = pyiceberg_properties(load_settings(tmp_path))
+    assert props["warehouse"] == "s3://cumulus-warehouse/"
+    assert (props["s3.endpoint"], props["s3.force-virtual-addressing"], props["s3.region"]) == (
+        "http://minio:9000", "false", "us-east-1")
+    assert type(PyArrowFileIO(props).fs_by_scheme("s3", "cumulus-warehouse")).__name__ == "S3FileSystem"
+    # The embedded default: the home's warehouse folder, nothing for S3.
+    local = pyiceberg_properties(load_settings(tmp_path / "embedded"))
+    assert local["warehouse"] == f"file://{tmp_path / 'embedded' / 'warehouse'}"
+    assert not any(k.startswith("s3.") for k in local)
