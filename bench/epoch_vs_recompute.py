@@ -30,7 +30,7 @@ import shutil
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,6 +62,12 @@ class Row:
     epoch_bytes_written: int
     map_rows: int
     equal: bool
+    metrics: dict = field(default_factory=dict)  # the epoch's ledger metrics (cumulus epoch show)
+
+    @property
+    def map_bytes_read(self) -> int:
+        """Map slices and events the applies read, plus the maps consolidation read."""
+        return sum(int(self.metrics.get(k, 0)) for k in ("applies_bytes_read", "repair_bytes_read", "consolidate_bytes_read"))
 
     @property
     def ratio(self) -> float:
@@ -148,7 +154,7 @@ def run_scale(
         equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).equal for v in VIEWS)
         lineitem = spark.sql(f"SELECT SUM(mult) FROM {settings.catalog}.base.lineitem VERSION AS OF 'epoch-{epoch}'").first()[0]
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
-                        int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal))
+                        int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read) vs recompute %.1f s (%s read); equal: %s",
                  scale, epoch, events, epoch_s, _mib(epoch_read), recompute_s, _mib(recompute_read), equal)
     spark.stop()
@@ -159,11 +165,11 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def render(rows: list[Row], loads: list[dict], args) -> str:
+def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
     lines = [
         "# Incremental epoch vs. recomputation",
         "",
-        f"`{' '.join(['bench/epoch_vs_recompute.py'] + sys.argv[1:])}`, Spark `{args.master}`, "
+        f"`{command}`, Spark `{args.master}`, "
         f"views: {', '.join(VIEWS)} (demo/views and a lineitem-orders join). Each later epoch changes "
         f"{args.fraction:.2%} of lineitem (half inserts, half deletes, with their orders) from two sources.",
         "",
@@ -177,6 +183,16 @@ def render(rows: list[Row], loads: list[dict], args) -> str:
             f"{r.ratio:.2f} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} |"
         )
+    steps = ("applies", "consolidate", "fold")
+    lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
+              "consolidate = the maps' MERGEs, fold = base.* MERGEs):", "",
+              "| SF | epoch | " + " | ".join(f"{x} s | {x} read | {x} written" for x in steps) + " | map bytes read |",
+              "|---:|---:|" + "---:|" * (3 * len(steps) + 1)]
+    for r in rows:
+        m = r.metrics
+        cells = [f"{m.get(f'{x}_s', 0):.1f} | {_mib(m.get(f'{x}_bytes_read', 0))} | {_mib(m.get(f'{x}_bytes_written', 0))}"
+                 for x in steps]
+        lines.append(f"| {r.scale} | {r.epoch} | " + " | ".join(cells) + f" | {_mib(r.map_bytes_read)} |")
     lines += ["", "Initial load (epoch 1, not compared):", "",
               "| SF | rows | ingest s | close s |", "|---:|---:|---:|---:|"]
     lines += [f"| {x['scale']} | {x['events']:,} | {x['ingest_s']} | {x['close_s']} |" for x in loads]
@@ -202,6 +218,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax1.legend()
     ax2.plot(scales, [med("epoch_bytes_read", s) / 2**20 for s in scales], "o-", label="epoch")
     ax2.plot(scales, [med("recompute_bytes_read", s) / 2**20 for s in scales], "s-", label="recompute")
+    ax2.plot(scales, [med("map_bytes_read", s) / 2**20 for s in scales], "^--", label="epoch: maps (apply, consolidate)")
     ax2.set(xscale="log", yscale="log", xlabel="TPC-H scale factor", ylabel="MiB read", title="Bytes read")
     ax2.legend()
     fig.tight_layout()
@@ -224,10 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     data = args.out / "epoch_vs_recompute.json"
+    command = " ".join(["bench/epoch_vs_recompute.py"] + (argv if argv is not None else sys.argv[1:]))
     if args.report_only:
         saved = json.loads(data.read_text())
         rows = [Row(**{k: v for k, v in r.items() if k != "ratio"}) for r in saved["rows"]]
-        loads = saved["loads"]
+        loads, command = saved["loads"], saved.get("command", command)
     else:
         rows, loads = [], []
         for scale in args.scales:
@@ -235,10 +253,12 @@ def main(argv: list[str] | None = None) -> int:
             rows += r
             loads.append(load)
             # Saved after every scale factor: a long run that fails later keeps what it measured.
-            data.write_text(json.dumps({"rows": [asdict(x) | {"ratio": x.ratio} for x in rows], "loads": loads}, indent=1) + "\n")
+            data.write_text(json.dumps({"command": command, "rows": [asdict(x) | {"ratio": x.ratio} for x in rows],
+                                        "loads": loads}, indent=1) + "\n")
     plot(rows, args.out / "epoch_vs_recompute.png")
-    (args.out / "epoch_vs_recompute.md").write_text(render(rows, loads, args))
-    print(render(rows, loads, args))
+    report = render(rows, loads, args, command)
+    (args.out / "epoch_vs_recompute.md").write_text(report)
+    print(report)
     return 0 if all(r.equal for r in rows) else 1
 
 

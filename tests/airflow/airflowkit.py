@@ -22,6 +22,8 @@ VIEWS = {
     "segment_orders": REPO / "tests" / "airflow" / "views" / "segment_orders.sql",
     "order_priority_mix": REPO / "demo" / "views" / "order_priority_mix.sql",
 }
+# The demo's views: the ones the dbt project (models/) is generated for.
+DEMO_VIEWS = {p.stem: p for p in sorted((REPO / "demo" / "views").glob("*.sql"))}
 START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 INTERVAL = dt.timedelta(days=1)
 ARTIFACTS = REPO / "tests" / "artifacts"

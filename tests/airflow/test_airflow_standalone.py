@@ -1,13 +1,15 @@
 """The real Airflow on loopback (`airflow standalone`: API server, scheduler, DAG
 processor, triggerer; LocalExecutor, SQLite): log in with the simple auth manager's JWT
-flow, unpause and trigger cumulus_epoch through the REST API v2, wait for it, check the
-asset event it published and that cumulus_dbt ran on it, backfill the same interval (a
-rerun of a published epoch: no work, no second event), read the plugin's status, and
+flow, unpause the DAGs through the REST API v2 and let the scheduler run the one epoch
+whose daily interval has ended, check the asset event it published and that cumulus_dbt
+ran on it, backfill the same interval through the REST API (a rerun of a published
+epoch: no work, no second event), read the plugin's status, and
 open the UI and the plugin page in headless Chromium. Screenshots are kept in
 tests/artifacts/airflow/ (the test prints the paths)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import secrets
@@ -20,11 +22,11 @@ import urllib.request
 import pytest
 from airflowkit import (
     ARTIFACTS,
+    DEMO_VIEWS,
     VENV_BIN,
     AirflowEnv,
     Browser,
     free_port,
-    logical_date,
     make_stream,
 )
 
@@ -71,14 +73,22 @@ def wait_for(what: str, check, timeout: float, every: float = 5.0):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last})")
 
 
+def epoch_one_start() -> dt.datetime:
+    """Yesterday 00:00 UTC: Airflow's daily grid, so the latest ended interval is epoch 1."""
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return today - dt.timedelta(days=1)
+
+
 @pytest.fixture(scope="module")
 def airflow(tmp_path_factory):
     root = tmp_path_factory.mktemp("standalone")
     stream = make_stream(root, epochs=1)
-    # A ten-year interval: no scheduled interval has ended, so only the REST API's runs exist.
-    env = AirflowEnv(root, pipeline={"epoch_interval": "3650d", "maintenance_interval": "3650d",
-                                     "microbatch_interval": "3650d"})
-    env.setup(stream)
+    # Daily epochs from yesterday 00:00 UTC: one interval has ended (epoch 1), so when the
+    # DAG is unpaused the scheduler (catchup off) runs exactly that one. The other DAGs'
+    # ten-year intervals never come due.
+    env = AirflowEnv(root, pipeline={"start": epoch_one_start().isoformat(), "epoch_interval": "1d",
+                                     "maintenance_interval": "3650d", "microbatch_interval": "3650d"})
+    env.setup(stream, DEMO_VIEWS)  # the views the dbt project reads
     port = free_port()
     password = secrets.token_urlsafe(12)
     (env.airflow_home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}))
@@ -111,7 +121,7 @@ def airflow(tmp_path_factory):
         log.close()
 
 
-def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
+def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     env, api, password, root = airflow
 
     # The simple auth manager's JWT flow: no token, no API.
@@ -122,19 +132,19 @@ def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
 
     wait_for("the DAGs to be parsed", lambda: {"cumulus_epoch", "cumulus_dbt"} <= {
         d["dag_id"] for d in api.ok("GET", "/api/v2/dags?dag_id_pattern=cumulus")["dags"]}, timeout=300)
-    for dag_id in ("cumulus_epoch", "cumulus_dbt"):
+    for dag_id in ("cumulus_dbt", "cumulus_epoch"):
         api.ok("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
 
-    run = api.ok("POST", "/api/v2/dags/cumulus_epoch/dagRuns",
-                 {"logical_date": logical_date(1), "note": "epoch 1 from the Airflow test"})
+    # The scheduler runs the interval that has ended: epoch 1.
+    def scheduled():
+        runs = api.ok("GET", "/api/v2/dags/cumulus_epoch/dagRuns")["dag_runs"]
+        done = [r for r in runs if r["run_type"] == "scheduled" and r["state"] in ("success", "failed")]
+        return done[0] if done else None
+
+    run = wait_for("the scheduled cumulus_epoch run", scheduled, timeout=1500, every=10)
     run_path = f"/api/v2/dags/cumulus_epoch/dagRuns/{run['dag_run_id']}"
-
-    def finished():
-        state = api.ok("GET", run_path)["state"]
-        return state if state in ("success", "failed") else None
-
-    assert wait_for("cumulus_epoch to finish", finished, timeout=1500, every=10) == "success", \
-        api.ok("GET", f"{run_path}/taskInstances")
+    assert run["state"] == "success", api.ok("GET", f"{run_path}/taskInstances")
+    assert run["data_interval_start"].startswith(epoch_one_start().strftime("%Y-%m-%dT%H:%M:%S"))
 
     events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
     assert [(e["extra"]["epoch"], e["extra"]["tag"]) for e in events] == [(1, "epoch-1")]
@@ -150,8 +160,9 @@ def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
 
     # A backfill of the same interval through the scheduler: epoch 1 is published, so every
     # step finds its work done, and publish emits no second asset event.
+    start = epoch_one_start().strftime("%Y-%m-%dT%H:%M:%SZ")
     api.ok("POST", "/api/v2/backfills", {
-        "dag_id": "cumulus_epoch", "from_date": "2024-01-01T00:00:00Z", "to_date": "2024-01-01T00:00:00Z",
+        "dag_id": "cumulus_epoch", "from_date": start, "to_date": start,
         "max_active_runs": 1, "reprocess_behavior": "completed",
     })
 
@@ -166,7 +177,7 @@ def test_rest_api_runs_epoch_then_dbt_and_the_ui_shows_them(airflow):
 
     status = api.ok("GET", "/cumulus/api/status")
     assert [(e["epoch"], e["state"], e["validation"]) for e in status["epochs"]][:1] == [(1, "published", "passed")]
-    assert {v["name"]: v["stable_epoch"] for v in status["views"]} == {"segment_orders": 1, "order_priority_mix": 1}
+    assert {v["name"]: v["stable_epoch"] for v in status["views"]} == dict.fromkeys(DEMO_VIEWS, 1)
 
     shots = ARTIFACTS / "airflow"
     browser = Browser(root / "chromium")
