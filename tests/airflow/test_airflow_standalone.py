@@ -160,6 +160,8 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
 
     # A backfill of the same interval through the scheduler: epoch 1 is published, so every
     # step finds its work done, and publish emits no second asset event.
+    # The backfill's range is in data-interval starts (the scheduled run's logical date is
+    # the interval's end).
     start = epoch_one_start().strftime("%Y-%m-%dT%H:%M:%SZ")
     api.ok("POST", "/api/v2/backfills", {
         "dag_id": "cumulus_epoch", "from_date": start, "to_date": start,
