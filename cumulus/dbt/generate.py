@@ -149,7 +149,9 @@ def _sources(compilation: Compilation, plans: list[ViewPlan]) -> str:
         "sources": [
             {
                 "name": META_SOURCE,
-                "schema": "cumulus",
+                # Catalog-qualified: with the default catalog name `cumulus`, Spark reads
+                # `cumulus.ledger` as table `ledger` of the catalog `cumulus`.
+                "schema": "{{ env_var('CUMULUS_CATALOG', 'cumulus') }}.cumulus",
                 "description": "Cumulus' own tables: the ledger of epochs (state, counts, validation).",
                 "tables": [{
                     "name": "ledger",

@@ -122,6 +122,7 @@ def dbt_env(settings: Settings) -> dict[str, str]:
     are, and what the session factory would set for a local Spark driver."""
     env = {
         "CUMULUS_HOME": str(settings.home),
+        "CUMULUS_CATALOG": settings.catalog,  # the sources name the catalog (models/)
         "DBT_PROFILES_DIR": str(dbt_dir(settings)),
         "DBT_PROJECT_DIR": str(project_dir()),
         "DBT_TARGET_PATH": str(dbt_dir(settings) / "target"),

@@ -32,5 +32,5 @@ def dbt_task_env(settings: Settings) -> dict[str, str]:
     and what a local Spark driver needs (cosmos passes --project-dir and --profiles-dir)."""
     from cumulus.dbt.profile import dbt_env
 
-    keep = ("CUMULUS_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "DBT_SEND_ANONYMOUS_USAGE_STATS")
+    keep = ("CUMULUS_HOME", "CUMULUS_CATALOG", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "DBT_SEND_ANONYMOUS_USAGE_STATS")
     return {k: v for k, v in dbt_env(settings).items() if k in keep}

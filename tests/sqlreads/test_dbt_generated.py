@@ -77,6 +77,12 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     assert write_profile(settings) == path and path.stat().st_mtime_ns == stamp  # unchanged: not rewritten
     env = dbt_task_env(settings)
     assert env["CUMULUS_HOME"] == str(settings.home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    # The ledger source is catalog-qualified from CUMULUS_CATALOG: with the default catalog
+    # name `cumulus`, a bare `cumulus.ledger` would name table `ledger` of catalog `cumulus`.
+    assert env["CUMULUS_CATALOG"] == settings.catalog
+    sources = yaml.safe_load((REPO / "models" / "models" / "staging" / "_cumulus__sources.yml").read_text())
+    ledger = next(s for s in sources["sources"] if any(t["name"] == "ledger" for t in s["tables"]))
+    assert ledger["schema"] == "{{ env_var('CUMULUS_CATALOG', 'cumulus') }}.cumulus"
 
 
 def test_cumulus_dbt_command_line(tmp_path) -> None:
