@@ -263,7 +263,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
                 f"epoch {epoch} consolidation",
             )
         consolidated = [m for m, did in merged.items() if did]
-        steps.writes_from_commits("consolidate", [map_table(settings, m) for m in plan.maps], CONSOLIDATED_EPOCH, epoch)
+        maps = [map_table(settings, m) for m in plan.maps]
+        # Every map, not only those merged just now: a resumed close counts the earlier run's commits too.
+        steps.writes_from_commits("consolidate", maps, CONSOLIDATED_EPOCH, epoch)
         fault_point("close.after-consolidate")
         with steps("fold"):
             fold_epoch(spark, settings, epoch)
@@ -271,9 +273,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
         with steps("tag"):
-            tables = [map_table(settings, m) for m in plan.maps]
-            tables += bases
-            tagged = tag_tables(spark, tables, epoch, settings.table_workers)
+            tagged = tag_tables(spark, maps + bases, epoch, settings.table_workers)
         fault_point("close.after-tag")
         records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]
         applies = [r for r in records if r.kind == "apply"]

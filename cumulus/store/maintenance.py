@@ -110,7 +110,8 @@ def maintain(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
                     f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
                     # a data file with position deletes (the close's merge-on-read MERGEs)
-                    # is rewritten without the deleted rows, and the delete files go
+                    # is rewritten without the deleted rows; delete files that still cover
+                    # other files can stay behind, hence rewrite_position_delete_files below
                     "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
                 ).collect()[0].asDict()
                 rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]

@@ -84,7 +84,8 @@ def airflow(tmp_path_factory):
     root = tmp_path_factory.mktemp("standalone")
     stream = make_stream(root, epochs=1)
     # Daily epochs from yesterday 00:00 UTC: one interval has ended (epoch 1), so when the
-    # DAG is unpaused the scheduler (catchup off) runs exactly that one. The other DAGs'
+    # DAG is unpaused the scheduler runs exactly that one (catchup has nothing earlier to
+    # run). The other DAGs'
     # ten-year intervals never come due.
     env = AirflowEnv(root, pipeline={"start": epoch_one_start().isoformat(), "epoch_interval": "1d",
                                      "maintenance_interval": "3650d", "microbatch_interval": "3650d"})
@@ -159,9 +160,8 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         "GET", f"/api/v2/dags/cumulus_dbt/dagRuns/{dbt_run['dag_run_id']}/taskInstances")
 
     # A backfill of the same interval through the scheduler: epoch 1 is published, so every
-    # step finds its work done, and publish emits no second asset event.
-    # The backfill's range is in data-interval starts (the scheduled run's logical date is
-    # the interval's end).
+    # step finds its work done, and publish emits no second asset event. Its range is in
+    # data-interval starts (the scheduled run's logical date is the interval's end).
     start = epoch_one_start().strftime("%Y-%m-%dT%H:%M:%SZ")
     api.ok("POST", "/api/v2/backfills", {
         "dag_id": "cumulus_epoch", "from_date": start, "to_date": start,
