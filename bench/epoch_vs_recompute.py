@@ -10,8 +10,15 @@ each later epoch:
 - epoch: `apply` of both sources + `epoch close` (what Cumulus does per epoch), wall
   time, and the bytes its Spark stages read (events, map slices, the map files MERGE
   rewrites) and wrote, from the ledger's metrics;
-- recompute: every view's SQL run by Spark SQL over base.* at the new tag (each tuple
-  repeated by its multiplicity), collected, wall time and bytes read;
+- compaction: the close appends each epoch's net changes to base.* as a layer and
+  rewrites a table compact only once its layers exceed `base_compaction_ratio` (0.1) of
+  its rows, about every ratio / fraction = 100 epochs here; the bench compacts every base
+  table after each epoch, timed apart, so that the recomputation below reads plain
+  tables (one row per tuple, as a system without Cumulus would store them) and the
+  report can show the compaction's cost and its share per epoch;
+- recompute: every view's SQL run by Spark SQL over base.* (each tuple repeated by its
+  multiplicity; the main branch, equal to the new tag's multiset), collected, wall time
+  and bytes read;
 - the two answers are compared (they must be equal: a wrong fast answer is no answer).
 
 Ingest is timed apart: both approaches need the events landed.
@@ -45,6 +52,7 @@ VIEWS = {  # name -> SQL: one scan view per big table and a join view
         GROUP BY o.o_orderpriority""",
 }
 RESULTS = REPO / "bench" / "results"
+COMPACTION_RATIO = 0.1  # cumulus.config.Settings.base_compaction_ratio, the default the bench runs with
 log = logging.getLogger("bench")
 
 
@@ -63,6 +71,8 @@ class Row:
     map_rows: int
     equal: bool
     metrics: dict = field(default_factory=dict)  # the epoch's ledger metrics (cumulus epoch show)
+    compact_s: float = 0.0  # compacting every base table after the epoch (O(table), amortized)
+    compact_bytes_read: int = 0
 
     @property
     def map_bytes_read(self) -> int:
@@ -90,8 +100,10 @@ def run_scale(
     from cumulus.quality.oracle import compare_view, recompute, register_expanded_base
     from cumulus.read import Reader
     from cumulus.schema import load_schema
+    from cumulus.store.fold import compact_base
     from cumulus.store.home import init_home
     from cumulus.store.ledger import ledger_row
+    from cumulus.store.lock import catalog_lock
 
     t = time.perf_counter()
     manifest = generate(scale, 1 + epochs, fraction, work / f"stream-sf{scale}", seed)
@@ -100,7 +112,8 @@ def run_scale(
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     (home / "cumulus.toml").write_text(
-        f'catalog = "bench"\nspark_master = "{master}"\n\n[spark]\n"driver.memory" = "{memory}"\n'
+        f'catalog = "bench"\nspark_master = "{master}"\nbase_compaction_ratio = {COMPACTION_RATIO}\n\n'
+        f'[spark]\n"driver.memory" = "{memory}"\n'
     )
     settings = load_settings(home)
     spark = spark_session(settings, app_name=f"bench sf{scale}")
@@ -143,7 +156,13 @@ def run_scale(
         epoch_written = m["applies_bytes_written"] + sum(m[f"{s}_bytes_written"] for s in steps)
 
         t, meter = time.perf_counter(), StageMeter(spark)
-        names = register_expanded_base(spark, settings, schema, epoch)
+        with catalog_lock(settings, "bench compaction"):
+            for rel in schema.relations:
+                compact_base(spark, settings, rel)
+        compact_s, compact_read = time.perf_counter() - t, meter.read().bytes_read
+
+        t, meter = time.perf_counter(), StageMeter(spark)
+        names = register_expanded_base(spark, settings, schema, epoch, at_tag=False)
         recomputed = {v: recompute(spark, compiled.views[v], schema, epoch) for v in VIEWS}
         recompute_s = time.perf_counter() - t
         recompute_read = meter.read().bytes_read
@@ -154,7 +173,8 @@ def run_scale(
         equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).equal for v in VIEWS)
         lineitem = spark.sql(f"SELECT SUM(mult) FROM {settings.catalog}.base.lineitem VERSION AS OF 'epoch-{epoch}'").first()[0]
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
-                        int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m)))
+                        int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m),
+                        round(compact_s, 2), int(compact_read)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read) vs recompute %.1f s (%s read); equal: %s",
                  scale, epoch, events, epoch_s, _mib(epoch_read), recompute_s, _mib(recompute_read), equal)
     spark.stop()
@@ -174,18 +194,26 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         f"{args.fraction:.2%} of lineitem (half inserts, half deletes, with their orders) from two sources.",
         "",
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | recompute / epoch "
-        "| epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|",
+        "| epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
+        "| base compaction s (apart) | its share per epoch s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|",
     ]
+    every = COMPACTION_RATIO / args.fraction
     for r in rows:
         lines.append(
             f"| {r.scale} | {r.epoch} | {r.events:,} | {r.lineitem_rows:,} | {r.epoch_s:.1f} | {r.recompute_s:.1f} | "
             f"{r.ratio:.2f} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
-            f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} |"
+            f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
+            f"{r.compact_s:.1f} | {r.compact_s / every:.2f} |"
         )
+    lines += ["", f"Base compaction: the close appends each epoch's net changes to base.* and compacts a "
+              f"table once its layers exceed {COMPACTION_RATIO:g} of its rows, about every "
+              f"{COMPACTION_RATIO:g} / {args.fraction:g} = {every:.0f} epochs at this rate of change; the bench "
+              "compacts after every epoch (apart from both timings) so that the recomputation reads plain "
+              "tables, and the last column is that cost spread over the epochs between compactions."]
     steps = ("applies", "consolidate", "fold")
     lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
-              "consolidate = the maps' MERGEs, fold = base.* MERGEs):", "",
+              "consolidate = the maps' MERGEs, fold = the base.* layer appends):", "",
               "| SF | epoch | " + " | ".join(f"{x} s | {x} read | {x} written" for x in steps) + " | map bytes read |",
               "|---:|---:|" + "---:|" * (3 * len(steps) + 1)]
     for r in rows:
@@ -214,6 +242,7 @@ def plot(rows: list[Row], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.plot(scales, [med("epoch_s", s) for s in scales], "o-", label="epoch (apply + close)")
     ax1.plot(scales, [med("recompute_s", s) for s in scales], "s-", label="recompute (Spark SQL)")
+    ax1.plot(scales, [med("compact_s", s) for s in scales], "x:", label="base compaction (apart, ~every 100 epochs)")
     ax1.set(xscale="log", xlabel="TPC-H scale factor", ylabel="seconds (median over epochs)", title="Wall time")
     ax1.legend()
     ax2.plot(scales, [med("epoch_bytes_read", s) / 2**20 for s in scales], "o-", label="epoch")

@@ -57,6 +57,9 @@ class Settings:
     # Tables written at once by one step (map appends, consolidations, tags, folds): each
     # is a small Spark job plus a catalog commit, mostly latency, so threads overlap them.
     table_workers: int = 4
+    # base.<rel> gets each fold as an appended layer and is rewritten compact once its
+    # layers exceed this share of its compacted rows (cumulus/store/fold.py).
+    base_compaction_ratio: float = 0.1
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:

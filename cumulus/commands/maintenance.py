@@ -29,7 +29,7 @@ def cmd_maintenance(args: argparse.Namespace) -> int:
         tables=[f"{settings.catalog}.{t}" for t in args.table] if args.table else None,
     )
     columns = ["table", "snapshots_before", "snapshots_after", "tags", "data_files_deleted",
-               "files_rewritten", "files_added", "delete_files_removed", "seconds"]
+               "files_rewritten", "files_added", "delete_files_removed", "layer_rows_compacted", "seconds"]
     sys.stdout.write(render(columns, [tuple(getattr(r, c) for c in columns) for r in reports], args.format))
     return 0
 
@@ -37,8 +37,9 @@ def cmd_maintenance(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "maintenance",
-        help="expire snapshots no tag or retention keeps; compact small files",
-        description="For every table of the home: rewrite small data files (Iceberg "
+        help="expire snapshots no tag or retention keeps; compact base layers and small files",
+        description="For every table of the home: rewrite each base table that has fold "
+        "layers as one row per live tuple, rewrite small data files (Iceberg "
         "rewrite_data_files) and expire snapshots (expire_snapshots). Tagged snapshots "
         "(epoch-N), the newest --retain-last, those younger than --retain-for and those an "
         "unclosed epoch may still need are kept. Defaults from [pipeline] in cumulus.toml.",

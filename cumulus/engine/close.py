@@ -4,8 +4,9 @@ Steps (each idempotent; a retry after a crash anywhere resumes from what the tab
 say): seal the epoch in the ledger (input now goes to N+1); apply what is pending; repair
 batches that read a stale state; consolidate every touched map entry into one row
 (the paper's Cleanup: E'[V] = sum of E[V'] for V' <= V, zero entries removed); fold the
-epoch's events into base.*; tag every map and base table `epoch-N`; write the ledger
-row, the publish point: a stable snapshot exists only once the ledger says so."""
+epoch's events into base.* (an appended layer of net changes, compacted past a ratio);
+tag every map and base table `epoch-N`; write the ledger row, the publish point: a
+stable snapshot exists only once the ledger says so."""
 
 from __future__ import annotations
 
@@ -268,7 +269,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         steps.writes_from_commits("consolidate", maps, CONSOLIDATED_EPOCH, epoch)
         fault_point("close.after-consolidate")
         with steps("fold"):
-            fold_epoch(spark, settings, epoch)
+            folds = fold_epoch(spark, settings, epoch)
         bases = [base_table(settings, r.name) for r in plan.checked.schema.relations]
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
@@ -283,6 +284,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             "batches": len(applies),
             "repaired_batches": repaired,
             "consolidated_maps": len(consolidated),
+            # base tables rewritten compact after their fold (their layers outgrew
+            # base_compaction_ratio); a resumed close counts only its own run
+            "compacted_bases": sum(f.compacted for f in folds.values()),
             # Every apply of the epoch, including those run before the close (the
             # close's own apply step counts only what was still pending).
             "applies_bytes_read": sum(r.bytes_read or 0 for r in applies),

@@ -66,11 +66,14 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
 
 
 def base_frame(spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int) -> DataFrame:
-    """Columns: relation, tuple (JSON of the relation's columns), mult."""
+    """Columns: relation, tuple (JSON of the relation's columns), mult: one row per tuple
+    stored with a nonzero count (the fold layers summed, cumulus.store.fold.base_rows)."""
     from pyspark.sql import functions as F
 
+    from cumulus.store.fold import base_rows
+
     parts = [
-        at_tag(spark, base_table(settings, r.name), epoch).select(
+        base_rows(spark, base_table(settings, r.name), list(r.column_names), tag_name(epoch), live=False).select(
             F.lit(r.name).alias("relation"),
             json_of(r.column_names).alias("tuple"),
             F.col("mult").cast("bigint").alias("mult"),

@@ -1,8 +1,8 @@
 """The oracle: every registered view read at the tag `epoch-N` (the engine's answer,
 `Reader.read_view`) against its SQL recomputed by Spark SQL over base.* at the same tag.
 
-base.<rel> stores a multiset (one row per tuple, `mult` copies of it); the recomputation
-expands each tuple into `mult` rows in a temporary view and runs the view's SQL over
+base.<rel> stores a multiset (per tuple `mult` copies of it, summed over the fold layers:
+cumulus.store.fold.base_rows); the recomputation expands each live tuple into `mult` rows in a temporary view and runs the view's SQL over
 those (sqlglot turns the view's DuckDB-dialect SQL into Spark's and points its tables
 at the temporary views). AVG(e) is recomputed as CAST(SUM(e) AS DOUBLE) / COUNT(e), the
 view semantics Cumulus documents (docs/compiler.md): Spark's own AVG over a DECIMAL
@@ -68,16 +68,22 @@ def temp_view_name(relation: str, epoch: int) -> str:
 
 
 def register_expanded_base(
-    spark: SparkSession, settings: Settings, relations: Schema | Iterable[Relation], epoch: int
+    spark: SparkSession, settings: Settings, relations: Schema | Iterable[Relation], epoch: int,
+    *, at_tag: bool = True,
 ) -> list[str]:
     """A temporary view per relation (every relation of a Schema, or the ones given):
-    base.<rel> at the tag, expanded (below). Returns the views' names, to drop afterwards."""
-    from cumulus.quality.frames import at_tag
+    base.<rel> at the tag (or on the main branch: `at_tag=False`, for a caller that knows
+    nothing was folded since epoch N closed), expanded (below). Returns the views' names,
+    to drop afterwards."""
+    from cumulus.engine.close import tag_name
+    from cumulus.store.fold import base_rows
 
     names = []
     for rel in relations.relations if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)
-        expand(at_tag(spark, base_table(settings, rel.name), epoch), rel.column_names).createOrReplaceTempView(name)
+        tag = tag_name(epoch) if at_tag else None
+        rows = base_rows(spark, base_table(settings, rel.name), list(rel.column_names), tag)
+        expand(rows, rel.column_names).createOrReplaceTempView(name)
         names.append(name)
     return names
 

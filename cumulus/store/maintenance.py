@@ -9,7 +9,9 @@ Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref poin
   epoch not yet closed if that is earlier, because the applies of an unclosed epoch pin
   the map snapshots they read and its close repairs against them.
 
-Compaction runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, where
+Compaction first rewrites every base table that has fold layers as one row per live tuple
+(cumulus/store/fold.py: the close appends each epoch's net changes and compacts only past
+`base_compaction_ratio`), then runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, where
 at least two small files can be merged, and every data file that has position deletes:
 the close's merge-on-read MERGEs leave those, then rewrite_position_delete_files drops
 the delete files left dangling); rows and tags are unchanged. Both
@@ -44,6 +46,7 @@ class TableReport:
     files_rewritten: int = 0
     files_added: int = 0
     delete_files_removed: int = 0
+    layer_rows_compacted: int = 0  # base tables: fold-layer rows merged into the compact part
     seconds: float = 0.0
 
 
@@ -95,6 +98,11 @@ def maintain(
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
     catalog = settings.catalog
+    from cumulus.store.fold import compact_base, layers
+    from cumulus.store.home import load_home_schema
+    from cumulus.store.tables import base_table
+
+    bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
     reports = []
     with catalog_lock(settings, "maintenance"):
         cutoff = retention_cutoff(spark, settings, retain_for, now)
@@ -104,7 +112,10 @@ def maintain(
             before = _count(spark, table, "snapshots")
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
-            rewritten = added = deleted = deletes_removed = 0
+            rewritten = added = deleted = deletes_removed = layer_rows = 0
+            if compact and table in bases:
+                layer_rows = layers(spark, table).rows
+                compact_base(spark, settings, bases[table])
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
@@ -130,10 +141,12 @@ def maintain(
             report = TableReport(
                 table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
                 tags=_count(spark, table, "tags"), data_files_deleted=deleted,
-                files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed, seconds=round(time.perf_counter() - t, 2),
+                files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed,
+                layer_rows_compacted=layer_rows, seconds=round(time.perf_counter() - t, 2),
             )
             log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, "
-                     "delete files removed %d, data files deleted %d",
-                     short, before, report.snapshots_after, report.tags, rewritten, added, deletes_removed, deleted)
+                     "delete files removed %d, data files deleted %d, base layer rows compacted %d",
+                     short, before, report.snapshots_after, report.tags, rewritten, added, deletes_removed, deleted,
+                     layer_rows)
             reports.append(report)
     return reports

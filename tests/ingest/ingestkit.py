@@ -51,5 +51,9 @@ def replay(spark, settings: Settings, relation) -> Counter:
 
 
 def base(spark, settings: Settings, relation) -> Counter:
-    rows = spark.table(f"{settings.catalog}.base.{relation.name}").collect()
-    return Counter({tuple(r[:-1]): r.mult for r in rows})
+    """base.<rel> as a multiset: the rows' counts summed per tuple (compacted part and fold
+    layers), tuples that sum to zero left out."""
+    total: Counter = Counter()
+    for r in spark.table(f"{settings.catalog}.base.{relation.name}").collect():
+        total[tuple(r[:-1])] += r.mult
+    return Counter({t: n for t, n in total.items() if n != 0})

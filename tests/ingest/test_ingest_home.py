@@ -1,6 +1,7 @@
 """Home init and the ledger: tables typed from the DDL, init idempotent, another schema
 refused, epochs moving through their states (read back with Spark and PyIceberg), fold
-refusing an open epoch and folding later epochs on top of base.*."""
+refusing an open epoch and folding later epochs on top of base.* (appended layers, read
+summed, compacted past the ratio and on demand)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pytest
 from ingestkit import SHOP, base, write, write_home
 
 from cumulus.cli import main
+from cumulus.config import with_overrides
 from cumulus.errors import SchemaError, StoreError
 from cumulus.ingest.job import ingest_files
 from cumulus.schema import load_schema
 from cumulus.store import ledger
 from cumulus.store.catalog import pyiceberg_catalog
-from cumulus.store.fold import fold_epoch, folded_through
+from cumulus.store.fold import Layers, base_rows, compact_base, fold_epoch, folded_through, layers
 from cumulus.store.home import init_home, load_home_schema
 from cumulus.store.tables import NAMESPACES
 
@@ -112,3 +114,41 @@ def test_fold_across_epochs(spark, new_home, tmp_path):
     assert base(spark, settings, items) == Counter({(1, 1, 1.0, True): 1, (3, 1, 1.0, False): 1, (4, 1, 1.0, True): 1})
     assert folded_through(spark, settings, "items") == 3
     assert not fold_epoch(spark, settings, 2)["items"].folded  # already folded
+
+
+def test_fold_layers_are_read_summed_and_compacted(spark, new_home, tmp_path):
+    settings = with_overrides(new_home(), base_compaction_ratio=1000.0)  # no automatic compaction
+    items = load_schema(SHOP).relation("items")
+    table = f"{settings.catalog}.base.items"
+    cols = list(items.column_names)
+
+    def epoch(n, lines):
+        ingest_files(spark, settings, "a", [write(tmp_path / f"l{n}.csv", "op,i_order,i_qty,i_price,i_gift\n" + lines)], relation="items")
+        ledger.transition(spark, settings, n, ledger.APPLIED)
+        return fold_epoch(spark, settings, n)["items"]
+
+    def stored(df) -> Counter:
+        return Counter({tuple(r[:-1]): r.mult for r in df.collect()})
+
+    assert not epoch(1, "+,1,1,1.0,true\n+,1,1,1.0,true\n+,2,\\N,2.0,\\N\n").compacted
+    assert layers(spark, table).rows == 0  # a first fold of inserts into an empty table is compact
+    assert stored(spark.table(table)) == Counter({(1, 1, 1.0, True): 2, (2, None, 2.0, None): 1})
+    # Epoch 2 appends a layer: -1 for tuple 1, -1 for tuple 2 (gone), +1 for the new tuple 3.
+    assert not epoch(2, "-,1,1,1.0,true\n-,2,\\N,2.0,\\N\n+,3,1,1.0,false\n").compacted
+    after = Counter({(1, 1, 1.0, True): 1, (3, 1, 1.0, False): 1})
+    assert layers(spark, table).rows == 3 and spark.table(table).count() == 5
+    assert stored(base_rows(spark, table, cols)) == after == base(spark, settings, items)
+    assert stored(base_rows(spark, table, cols, live=False)) == after
+    ledger.transition(spark, settings, 3, ledger.APPLIED)  # the pipeline's tag, by hand here
+    spark.sql(f"ALTER TABLE {table} CREATE TAG `epoch-2`")
+    assert compact_base(spark, settings, items)  # what maintenance does
+    assert not compact_base(spark, settings, items)  # nothing left to compact
+    assert layers(spark, table) == Layers(0, 2) and spark.table(table).count() == 2
+    assert stored(spark.table(table)) == after  # one row per live tuple
+    assert stored(base_rows(spark, table, cols, "epoch-2")) == after  # the tag still reads the layers, summed
+    assert layers(spark, table, spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'epoch-2'").first()[0]).rows == 3
+    assert folded_through(spark, settings, "items") == 2  # the compaction keeps the mark
+    # Past the ratio, the fold compacts at once.
+    settings = with_overrides(settings, base_compaction_ratio=0.1)
+    assert epoch(4, "+,4,1,1.0,true\n").compacted
+    assert layers(spark, table).rows == 0 and spark.table(table).count() == 3

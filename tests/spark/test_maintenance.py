@@ -2,7 +2,8 @@
 epochs and an apply in the open one, compaction and snapshot expiry drop the snapshot
 count, every epoch-N tag still reads the same view rows, the main branch reads the same,
 the open epoch's pinned snapshots survive and its close still gives the right answer.
-The closes' MERGEs are merge-on-read (delete files, no rewrites) until compaction."""
+The closes' MERGEs are merge-on-read (delete files, no rewrites) and the folds append
+layers to base.* (no automatic compaction here) until maintenance compacts both."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader
 from cumulus.schema import load_schema
+from cumulus.store.fold import base_rows, layers
 from cumulus.store.home import init_home
 from cumulus.store.ledger import current_epoch
 from cumulus.store.maintenance import maintain
@@ -51,6 +53,10 @@ def _delete_files(spark, settings, table: str) -> int:
     return spark.sql(f"SELECT count(*) FROM {settings.catalog}.{table}.delete_files").first()[0]
 
 
+def _multiset(df) -> dict:
+    return {tuple(r[:-1]): r.mult for r in df.collect()}
+
+
 def _rewrites(spark, settings, table: str) -> int:
     """Data files that the table's overwrite commits (MERGEs) removed."""
     return spark.sql(
@@ -63,7 +69,9 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
     root = tmp_path / "home"
     root.mkdir()
     catalog = f"maint{next(_homes)}"
-    (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\n')
+    (root / "cumulus.toml").write_text(
+        f'catalog = "{catalog}"\nspark_master = "local[2]"\nbase_compaction_ratio = 1000.0\n'
+    )
     settings = load_settings(root)
     default_catalog = spark.conf.get("spark.sql.defaultCatalog")
     try:
@@ -92,21 +100,30 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         maps = [f"maps.{m}" for m in plan.maps]
         counts = {t: len(_snapshots(spark, settings, t)) for t in maps + ["base.r", "events.r"]}
 
-        # Merge-on-read: the closes' MERGEs (consolidation, fold) left position deletes
-        # and rewrote no data file; compaction below applies the deletes.
+        # Merge-on-read: the consolidation MERGEs left position deletes and rewrote no data
+        # file; the folds appended layers to base.* (epoch 1 into an empty table is compact).
         rowlevel = maps + ["base.r", "base.s"]
-        assert _delete_files(spark, settings, "base.r") > 0
         assert sum(_delete_files(spark, settings, t) for t in maps) > 0
         assert {t: _rewrites(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
+        bases = {t: f"{settings.catalog}.{t}" for t in ("base.r", "base.s")}
+        assert {t: layers(spark, q).rows > 0 for t, q in bases.items()} == dict.fromkeys(bases, True)
+        cols = {"base.r": ["a", "b"], "base.s": ["b", "c"]}
+        stored = {(t, n): _multiset(base_rows(spark, q, cols[t], f"epoch-{n}")) for t, q in bases.items() for n in (1, 2, 3)}
 
         reports = maintain(spark, settings, retain_last=1, retain_for=dt.timedelta(0), compact=True)
         assert {t: _delete_files(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
         by_table = {r.table: r for r in reports}
+        for t, q in bases.items():  # compacted: one row per live tuple, every tag reads the same
+            assert by_table[t].layer_rows_compacted > 0 and layers(spark, q).rows == 0
+            assert spark.table(q).count() == len(_multiset(spark.table(q)))
+            for n in (1, 2, 3):
+                assert _multiset(base_rows(spark, q, cols[t], f"epoch-{n}")) == stored[t, n]
         assert set(maps) <= set(by_table)
         dropped = sum(counts[t] - by_table[t].snapshots_after for t in counts)
         assert dropped > 0, counts
-        for t in counts:  # a compaction commits one snapshot of its own
-            own = bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
+        for t in counts:  # each compaction commits one snapshot of its own
+            own = (bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
+                   + bool(by_table[t].layer_rows_compacted))
             assert by_table[t].snapshots_after <= counts[t] + own, by_table[t]
         for t in maps:
             assert by_table[t].tags == 3  # epoch-1..3 kept
