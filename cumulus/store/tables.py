@@ -4,6 +4,7 @@
     events.<rel>        relation columns, op (+1/-1), epoch, source_id, seq, ingested_at,
                         file, batch_id; partitioned by epoch; append-only
     base.<rel>          relation columns, mult: the relation's multiset as of the last fold
+                        (a tuple's count sums its rows: compacted part + fold layers)
     cumulus.files       every file offered to ingestion, with checksum and outcome
     cumulus.quarantine  every rejected input row, with the reason
     cumulus.ledger      one row per epoch: state, timestamps, counts, snapshots, validation
@@ -156,10 +157,11 @@ def check_relation_names(schema: Schema) -> None:
 
 _PROPERTIES = "TBLPROPERTIES ('format-version' = '2'{extra})"
 
-# Row-level changes (the close's MERGEs into maps.* and base.*) write position-delete
-# files and the new rows instead of rewriting every data file holding a touched row:
-# an epoch writes what its events change, not the files they land in. Maintenance's
-# compaction folds the deletes back into the data files (docs/airflow.md, Maintenance).
+# Row-level changes (the close's consolidation MERGEs into maps.*; any row-level SQL a
+# user runs on base.*, which the folds only append to) write position-delete files and
+# the new rows instead of rewriting every data file holding a touched row: an epoch
+# writes what its events change, not the files they land in. Maintenance's compaction
+# folds the deletes back into the data files (docs/airflow.md, Maintenance).
 MERGE_ON_READ = ", ".join(
     f"'write.{op}.mode' = 'merge-on-read'" for op in ("merge", "update", "delete")
 )
