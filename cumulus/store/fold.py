@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,10 +80,15 @@ def folded_through(spark: SparkSession, settings: Settings, relation: str) -> in
 
 
 def layers(spark: SparkSession, table: str, snapshot_id: int | None = None) -> Layers:
-    """The layers of `table` at `snapshot_id` (default: the current snapshot), from the
-    commit marks along its ancestry (maintenance's file rewrites carry none and change no
-    row: the nearest marked ancestor decides). A table no fold marked is compact."""
-    meta = commit.table_metadata(spark, table)
+    """The layers of `table` at `snapshot_id` (default: the current snapshot)."""
+    return layers_in(commit.table_metadata(spark, table), snapshot_id)
+
+
+def layers_in(meta: Mapping, snapshot_id: int | None = None) -> Layers:
+    """The layers at a snapshot of a table's Iceberg metadata (the metadata.json document),
+    from the commit marks along the snapshot's ancestry: maintenance's file rewrites carry
+    none and change no row, so the nearest marked ancestor decides. A table no fold marked
+    is compact."""
     by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
     snap = by_id.get(snapshot_id if snapshot_id is not None else meta.get("current-snapshot-id"))
     layer_rows: int | None = None
