@@ -2,8 +2,8 @@
 `Reader.read_view`) against its SQL recomputed by Spark SQL over base.* at the same tag.
 
 base.<rel> stores a multiset (per tuple `mult` copies of it, summed over the fold layers:
-cumulus.store.fold.base_rows); the recomputation expands each live tuple into `mult` rows in a temporary view and runs the view's SQL over
-those (sqlglot turns the view's DuckDB-dialect SQL into Spark's and points its tables
+cumulus.store.fold.base_rows); the recomputation expands each live tuple into `mult` rows
+in a temporary view and runs the view's SQL over those (sqlglot turns the view's DuckDB-dialect SQL into Spark's and points its tables
 at the temporary views). AVG(e) is recomputed as CAST(SUM(e) AS DOUBLE) / COUNT(e), the
 view semantics Cumulus documents (docs/compiler.md): Spark's own AVG over a DECIMAL
 rounds to scale + 4, which would differ from the exact quotient in the last digits.

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -112,17 +112,26 @@ def base_rows(
     SQL sees); otherwise every nonzero sum, so a check can still find a negative count."""
     from pyspark.sql import functions as F
 
+    meta = commit.table_metadata(spark, table)
     reader = spark.read.format("iceberg")
     snapshot_id = None
     if tag is not None:
         reader = reader.option("tag", tag)
-        ref = commit.table_metadata(spark, table).get("refs", {}).get(tag)
+        ref = meta.get("refs", {}).get(tag)
         if ref is None:
             raise StoreError(f"{table} has no tag {tag}")
         snapshot_id = ref["snapshot-id"]
     df = reader.load(table)
-    if layers(spark, table, snapshot_id).rows == 0:
+    if layers_in(meta, snapshot_id).rows == 0:
         return df.select(*[F.col(f"`{c}`") for c in columns], "mult")
+    return _summed(df, columns, live)
+
+
+def _summed(df: DataFrame, columns: list[str], live: bool = True) -> DataFrame:
+    """One row per tuple of a layered base frame: `mult` summed over its rows, kept where
+    > 0 (`live`) or where not 0."""
+    from pyspark.sql import functions as F
+
     grouped = df.groupBy(*[F.col(f"`{c}`") for c in columns]).agg(F.sum("mult").alias("mult"))
     return grouped.where(F.col("mult") > 0 if live else F.col("mult") != 0)
 
@@ -148,7 +157,7 @@ def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str,
             rel = schema.relation(name)
             result = _fold_relation(spark, settings, rel, epoch)
             if compact_base(spark, settings, rel, settings.base_compaction_ratio):
-                result = FoldResult(**{**result.__dict__, "compacted": True})
+                result = replace(result, compacted=True)
             return result
 
         results = for_each(fold, [rel.name for rel in schema.relations], settings.table_workers, f"epoch {epoch} fold")
@@ -179,10 +188,10 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
         delta.unpersist()
         log.info("base.%s: no net change in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
         return FoldResult(rel.name, False, done + 1, epoch, 0, None)
-    state = layers(spark, target)
-    empty = _total_records(spark, target) == 0
+    meta = commit.table_metadata(spark, target)
+    empty = _total_records(meta) == 0
     # Into an empty table, a fold of positive counts (one row per tuple) is compact.
-    layer_rows = 0 if empty and stats["low"] > 0 else state.rows + changed
+    layer_rows = 0 if empty and stats["low"] > 0 else layers_in(meta).rows + changed
     props = {commit.FOLDED_EPOCH: epoch, LAYER_ROWS: layer_rows}
     delta.writeTo(target).options(**commit.write_options(props)).append()
     delta.unpersist()
@@ -194,8 +203,8 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
     return FoldResult(rel.name, True, done + 1, epoch, changed, marked[-1] if marked else None)
 
 
-def _total_records(spark: SparkSession, table: str) -> int:
-    meta = commit.table_metadata(spark, table)
+def _total_records(meta: Mapping) -> int:
+    """Rows in the current snapshot of a table's Iceberg metadata (0 without one)."""
     current = meta.get("current-snapshot-id")
     for snap in meta.get("snapshots", []):
         if snap["snapshot-id"] == current:
@@ -203,23 +212,24 @@ def _total_records(spark: SparkSession, table: str) -> int:
     return 0
 
 
-def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: float | None = None) -> bool:
+def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: float | None = None) -> int:
     """Rewrite base.<rel> as one row per live tuple, in one overwrite commit, when its fold
     layers hold more than `ratio` times the compacted rows (None: whenever it has layers).
     The multiset is unchanged, so a crash before or after the commit is harmless and a
-    retry finds nothing to do. The caller holds the catalog lock. True when it compacted."""
+    retry finds nothing to do. The caller holds the catalog lock. Returns the layer rows
+    compacted (0: nothing done)."""
     from pyspark.sql import functions as F
 
     target = base_table(settings, rel.name)
     state = layers(spark, target)
     if state.rows == 0 or (ratio is not None and state.rows <= ratio * max(state.compacted_rows, 1)):
-        return False
+        return 0
     started = time.perf_counter()
     props = {commit.FOLDED_EPOCH: folded_through(spark, settings, rel.name), LAYER_ROWS: 0}
-    live = base_rows(spark, target, list(rel.column_names))
+    live = _summed(spark.table(target), list(rel.column_names))
     live.writeTo(target).options(**commit.write_options(props)).overwrite(F.lit(True))
     log.info(
         "base.%s: compacted %d layer rows into %d rows (%.1f s)",
         rel.name, state.rows, layers(spark, target).compacted_rows, time.perf_counter() - started,
     )
-    return True
+    return state.rows

@@ -11,11 +11,12 @@ Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref poin
 
 Compaction first rewrites every base table that has fold layers as one row per live tuple
 (cumulus/store/fold.py: the close appends each epoch's net changes and compacts only past
-`base_compaction_ratio`), then runs Iceberg's rewrite_data_files (bin-pack to `target_file_size_mb`, where
-at least two small files can be merged, and every data file that has position deletes:
-the close's merge-on-read MERGEs leave those, then rewrite_position_delete_files drops
-the delete files left dangling); rows and tags are unchanged. Both
-procedures commit, so the run holds the catalog lock (one writer at a time).
+`base_compaction_ratio`), then runs Iceberg's rewrite_data_files (bin-pack to
+`target_file_size_mb`, where at least two small files can be merged, and every data file
+that has position deletes: the close's merge-on-read MERGEs leave those, then
+rewrite_position_delete_files drops the delete files left dangling); rows and tags are
+unchanged. Both procedures commit, so the run holds the catalog lock (one writer at a
+time).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
+from cumulus.store.fold import compact_base
+from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import NAMESPACES, attach_catalog
+from cumulus.store.tables import NAMESPACES, attach_catalog, base_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,10 +101,6 @@ def maintain(
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
     catalog = settings.catalog
-    from cumulus.store.fold import compact_base, layers
-    from cumulus.store.home import load_home_schema
-    from cumulus.store.tables import base_table
-
     bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
     reports = []
     with catalog_lock(settings, "maintenance"):
@@ -114,8 +113,7 @@ def maintain(
             # namespace `cumulus` would otherwise be read as the catalog of that name
             rewritten = added = deleted = deletes_removed = layer_rows = 0
             if compact and table in bases:
-                layer_rows = layers(spark, table).rows
-                compact_base(spark, settings, bases[table])
+                layer_rows = compact_base(spark, settings, bases[table])
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
