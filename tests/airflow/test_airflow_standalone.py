@@ -73,21 +73,20 @@ def wait_for(what: str, check, timeout: float, every: float = 5.0):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last})")
 
 
-def epoch_one_start() -> dt.datetime:
-    """Yesterday 00:00 UTC: Airflow's daily grid, so the latest ended interval is epoch 1."""
-    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return today - dt.timedelta(days=1)
+# Epoch 1 is the day that ended at the top of the current hour. The delta timetable does
+# not align to midnight, so the next interval ends about 23 h after the test starts, and
+# the value is fixed once: a run across midnight (or any hour) asserts what it configured.
+EPOCH_ONE_START = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0) - dt.timedelta(days=1)
 
 
 @pytest.fixture(scope="module")
 def airflow(tmp_path_factory):
     root = tmp_path_factory.mktemp("standalone")
     stream = make_stream(root, epochs=1)
-    # Daily epochs from yesterday 00:00 UTC: one interval has ended (epoch 1), so when the
-    # DAG is unpaused the scheduler runs exactly that one (catchup has nothing earlier to
-    # run). The other DAGs'
-    # ten-year intervals never come due.
-    env = AirflowEnv(root, pipeline={"start": epoch_one_start().isoformat(), "epoch_interval": "1d",
+    # Daily epochs from EPOCH_ONE_START: one interval has ended (epoch 1), so when the DAG
+    # is unpaused the scheduler runs exactly that one (catchup has nothing earlier to run).
+    # The other DAGs' ten-year intervals never come due.
+    env = AirflowEnv(root, pipeline={"start": EPOCH_ONE_START.isoformat(), "epoch_interval": "1d",
                                      "maintenance_interval": "3650d", "microbatch_interval": "3650d"})
     env.setup(stream, DEMO_VIEWS)  # the views the dbt project reads
     port = free_port()
@@ -145,7 +144,7 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     run = wait_for("the scheduled cumulus_epoch run", scheduled, timeout=1500, every=10)
     run_path = f"/api/v2/dags/cumulus_epoch/dagRuns/{run['dag_run_id']}"
     assert run["state"] == "success", api.ok("GET", f"{run_path}/taskInstances")
-    assert run["data_interval_start"].startswith(epoch_one_start().strftime("%Y-%m-%dT%H:%M:%S"))
+    assert run["data_interval_start"].startswith(EPOCH_ONE_START.strftime("%Y-%m-%dT%H:%M:%S"))
 
     events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
     assert [(e["extra"]["epoch"], e["extra"]["tag"]) for e in events] == [(1, "epoch-1")]
@@ -162,7 +161,7 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     # A backfill of the same interval through the scheduler: epoch 1 is published, so every
     # step finds its work done, and publish emits no second asset event. Its range is in
     # data-interval starts (the scheduled run's logical date is the interval's end).
-    start = epoch_one_start().strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = EPOCH_ONE_START.strftime("%Y-%m-%dT%H:%M:%SZ")
     api.ok("POST", "/api/v2/backfills", {
         "dag_id": "cumulus_epoch", "from_date": start, "to_date": start,
         "max_active_runs": 1, "reprocess_behavior": "completed",
