@@ -24,7 +24,7 @@ from airflowkit import (
     plugin_probe,
 )
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.slow]
 
 LATE_TIMEOUT_S = 15
 
