@@ -3,10 +3,11 @@
 
 base.<rel> stores a multiset (per tuple `mult` copies of it, summed over the fold layers:
 cumulus.store.fold.base_rows); the recomputation expands each live tuple into `mult` rows
-in a temporary view and runs the view's SQL over those (sqlglot turns the view's DuckDB-dialect SQL into Spark's and points its tables
-at the temporary views). AVG(e) is recomputed as CAST(SUM(e) AS DOUBLE) / COUNT(e), the
-view semantics Cumulus documents (docs/compiler.md): Spark's own AVG over a DECIMAL
-rounds to scale + 4, which would differ from the exact quotient in the last digits.
+in a temporary view and runs the view's SQL over those (sqlglot turns the view's
+DuckDB-dialect SQL into Spark's and points its tables at the temporary views). AVG(e)
+is recomputed as CAST(SUM(e) AS DOUBLE) / COUNT(e), the view semantics Cumulus documents
+(docs/compiler.md): Spark's own AVG over a DECIMAL rounds to scale + 4, which would
+differ from the exact quotient in the last digits.
 
 The comparison joins both answers on the view's group columns. Integers and decimals
 compare exactly (12.30 equals 12.3, nothing else does), dates and strings by equality,
