@@ -81,6 +81,11 @@ class StoreError(CumulusError):
     schema, a lock not obtained in time, a ledger transition that is not allowed."""
 
 
+class EpochOrderError(StoreError):
+    """Epochs close in order: an epoch cannot be sealed or closed (nor run by the pipeline)
+    while an earlier one is still open or sealed but not closed. Names the earlier epoch."""
+
+
 class IngestError(CumulusError):
     """Ingestion refused or failed a batch: no open epoch, unreadable input, or a source
     whose error rate passed its threshold. Says which source, epoch and file."""

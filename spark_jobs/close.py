@@ -46,14 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     from cumulus.cli import main as cli_main
     from cumulus.config import load_settings
     from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.ledger import current_epoch
+    from cumulus.store.ledger import epoch_to_close
 
     parser = argparse.ArgumentParser(prog="spark_jobs/close.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
-    parser.add_argument("--epoch", type=int, help="the epoch (default: the open one)")
+    parser.add_argument("--epoch", type=int, help="the epoch (default: an interrupted close's, else the open one)")
     args = parser.parse_args(argv)
     settings = load_settings(args.home)
-    epoch = args.epoch or current_epoch(pyiceberg_catalog(settings), settings)
+    epoch = args.epoch
+    if epoch is None:
+        epoch, why = epoch_to_close(pyiceberg_catalog(settings), settings)
+        print(f"closing epoch {epoch} ({why})", flush=True)
     code = cli_main((["--home", args.home] if args.home else []) + ["epoch", "close", "--epoch", str(epoch)])
     if code == 0:
         fields = record(settings, epoch)

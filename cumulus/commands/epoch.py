@@ -15,7 +15,7 @@ COLUMNS = ["epoch", "state", "opened_at", "sealed_at", "closed_at", "published_a
 def cmd_status(args: argparse.Namespace) -> int:
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.files import epoch_counts
-    from cumulus.store.ledger import OPEN, current_epoch, ledger_rows
+    from cumulus.store.ledger import APPLIED, OPEN, current_epoch, ledger_rows
 
     settings = settings_from_args(args)
     catalog = pyiceberg_catalog(settings)
@@ -29,6 +29,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         table.append(tuple(values[c] for c in COLUMNS))
     if args.format == "table":
         sys.stdout.write(f"current epoch: {current}\n")
+        for row in rows:
+            if row.state == APPLIED:
+                sys.stdout.write(f"epoch {row.epoch} is sealed but not closed (an interrupted close): "
+                                 f"cumulus --home {settings.home} epoch close resumes it\n")
     sys.stdout.write(render(COLUMNS, table, args.format))
     return 0
 
@@ -42,7 +46,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     catalog = pyiceberg_catalog(settings)
-    epoch = args.epoch if args.epoch is not None else max((r.epoch for r in ledger_rows(catalog, settings)), default=0)
+    epoch = args.epoch
+    if epoch is None:
+        epoch = max((r.epoch for r in ledger_rows(catalog, settings)), default=0)
+        print(f"cumulus: showing epoch {epoch} (the newest in the ledger)", file=sys.stderr, flush=True)
     row = ledger_row(catalog, settings, epoch)
     if row is None:
         raise CumulusError(f"epoch {epoch} is not in the ledger (cumulus epoch status)")
@@ -58,10 +65,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_close(args: argparse.Namespace) -> int:
     from cumulus.commands.views import engine_plan
     from cumulus.engine.close import close_epoch
-    from cumulus.store.ledger import current_epoch
+    from cumulus.store.ledger import epoch_to_close
 
     settings, spark, plan = engine_plan(args)
-    epoch = args.epoch or current_epoch(spark, settings)
+    epoch = args.epoch
+    if epoch is None:
+        epoch, why = epoch_to_close(spark, settings)
+        print(f"cumulus: closing epoch {epoch} ({why})", file=sys.stderr, flush=True)
     metrics = close_epoch(spark, settings, plan, epoch)
     sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
     sys.stdout.write(render(list(metrics), [tuple(metrics.values())], args.format))
@@ -83,8 +93,14 @@ def register(subparsers) -> None:
         "close",
         help="seal the open epoch, apply what is pending, repair, consolidate, fold, tag epoch-N",
         description="Close an epoch: afterwards every map and base table carries the tag "
-        "epoch-N and the ledger row says closed. Safe to rerun after a crash.",
+        "epoch-N and the ledger row says closed. Safe to rerun after a crash: without --epoch "
+        "a rerun resumes the interrupted close before it seals anything new. Epochs close in "
+        "order; closing one while an earlier one is not closed is refused.",
     )
-    close.add_argument("--epoch", type=int, help="the epoch (default: the open one)")
+    close.add_argument(
+        "--epoch", type=int,
+        help="the epoch (default: the oldest one sealed but not closed, i.e. an interrupted close; "
+        "else the open one)",
+    )
     close.add_argument("--format", choices=FORMATS, default="table")
     close.set_defaults(func=cmd_close)

@@ -115,6 +115,8 @@ def cmd_read(args: argparse.Namespace) -> int:
 
     reader = Reader(settings_from_args(args))
     at = reader.stable(args.epoch) if (args.stable or args.epoch) else At()
+    if args.stable and args.epoch is None:
+        print(f"cumulus: reading the stable snapshot of epoch {at.epoch} (the latest closed)", file=sys.stderr, flush=True)
     where = {}
     for item in args.key or []:
         name, sep, value = item.partition("=")

@@ -31,11 +31,12 @@ from cumulus.engine.apply import (
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.metrics import StageMeter, committed_writes
+from cumulus.errors import StoreError
 from cumulus.ingest.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.store.commit import EPOCH, FOLDED_EPOCH, commit_properties, snapshots
 from cumulus.store.fold import fold_epoch
-from cumulus.store.ledger import APPLIED, CLOSED, OPEN, ledger_row, transition
+from cumulus.store.ledger import APPLIED, CLOSED, OPEN, check_in_order, ledger_rows, transition
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import CONSOLIDATED_SOURCE, map_table
 from cumulus.store.tables import base_table, events_table
@@ -240,14 +241,17 @@ class StepMetrics:
 
 def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
     """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
-    the metrics written to the ledger."""
+    the metrics written to the ledger. Refuses (EpochOrderError) before touching anything
+    while an earlier epoch is not closed: epochs close in order."""
     ensure_applies_table(spark, settings)
-    row = ledger_row(spark, settings, epoch)
+    rows = ledger_rows(spark, settings)
+    row = next((r for r in rows if r.epoch == epoch), None)
     if row is None:
-        raise ValueError(f"epoch {epoch} is not in the ledger")
+        raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {[r.epoch for r in rows]}; cumulus epoch status)")
     if row.state not in (OPEN, APPLIED):
         log.info("epoch %d is already %s", epoch, row.state)
         return dict(row.metrics or {})
+    check_in_order(rows, epoch, f"epoch {epoch} cannot be closed", settings)
     steps = StepMetrics(spark)
     with steps("apply"):
         if row.state == OPEN:

@@ -33,7 +33,7 @@ from cumulus.engine.registry import (
 )
 from cumulus.schema import Schema
 from cumulus.sql.views import Compilation
-from cumulus.store.ledger import CLOSED, PUBLISHED, current_epoch, ledger_rows
+from cumulus.store.ledger import CLOSED, PUBLISHED, check_in_order, current_epoch, ledger_rows
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import create_map_table, map_table
 from cumulus.store.tables import base_table
@@ -96,6 +96,7 @@ def add_view(
         compiled = compile_registered(schema, views + [new])  # refuses unsupported SQL here
         before = compile_registered(schema, views).checked.maps if views else {}
         epoch = current_epoch(spark, settings)
+        check_in_order(ledger_rows(spark, settings), epoch, f"view {name} cannot be added yet", settings)
         if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
             raise ViewError(
                 f"epoch {epoch} already has applied batches; close it first (cumulus epoch close), "

@@ -30,15 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from cumulus.config import Settings
-from cumulus.errors import ConfigError, StoreError
+from cumulus.errors import ConfigError, EpochOrderError, StoreError
 from cumulus.pipeline.config import PipelineConfig
 
 OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = "open", "applied", "closed", "published", "failed-validation"
 SEALED = (APPLIED, CLOSED, PUBLISHED, FAILED)
-
-
-class EpochOrderError(StoreError):
-    """A run's epoch is ahead of the ledger: an earlier epoch is still open."""
 
 
 def epoch_for_interval(cfg: PipelineConfig, end: dt.datetime) -> int:

@@ -11,6 +11,10 @@ more input, every batch applied. `closed`: consolidated, folded into base.*, tag
 
 Leaving `open` opens the next epoch in the same commit, so there is never a moment
 without an open epoch, and input that arrives while epoch N closes goes to N+1.
+
+Epochs close in order: no epoch is sealed or closed while an earlier one is still open
+or sealed but not closed (`applied`: its close was interrupted). A close that picks its
+epoch by default takes that interrupted one first (`epoch_to_close`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.errors import StoreError
+from cumulus.errors import EpochOrderError, StoreError
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
@@ -49,6 +53,7 @@ NEXT_STATES: Mapping[str, tuple[str, ...]] = {
     FAILED: (CLOSED, PUBLISHED),
     PUBLISHED: (),
 }
+DONE = (CLOSED, PUBLISHED, FAILED)  # a stable snapshot exists
 JSON_FIELDS = ("snapshots", "metrics", "late_files")
 FIELDS = tuple(name for name, _ in LEDGER_COLUMNS)
 
@@ -108,7 +113,12 @@ def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | No
 def current_epoch(reader: Reader, settings: Settings) -> int:
     """The open epoch (the one ingestion appends to). Raises StoreError if none is open:
     the home is not initialized."""
-    open_epochs = [r.epoch for r in ledger_rows(reader, settings) if r.state == OPEN]
+    return open_epoch(ledger_rows(reader, settings), settings)
+
+
+def open_epoch(rows: list[LedgerRow], settings: Settings) -> int:
+    """The one open epoch among the ledger rows (StoreError if there is none, or several)."""
+    open_epochs = [r.epoch for r in rows if r.state == OPEN]
     if not open_epochs:
         raise StoreError(
             f"no open epoch in {ledger_table(settings)}: initialize the home first "
@@ -117,6 +127,34 @@ def current_epoch(reader: Reader, settings: Settings) -> int:
     if len(open_epochs) > 1:
         raise StoreError(f"several open epochs in the ledger ({open_epochs}); fix the ledger")
     return open_epochs[0]
+
+
+def epoch_to_close(reader: Reader, settings: Settings) -> tuple[int, str]:
+    """The epoch a close without an explicit epoch takes, and why (see `next_to_close`)."""
+    return next_to_close(ledger_rows(reader, settings), settings)
+
+
+def next_to_close(rows: list[LedgerRow], settings: Settings) -> tuple[int, str]:
+    """The oldest epoch that is sealed but not closed (a close was interrupted after
+    sealing it), else the open one; and why. Closing the open epoch first would seal it
+    behind the interrupted one."""
+    sealed = sorted(r.epoch for r in rows if r.state == APPLIED)
+    if sealed:
+        return sealed[0], "sealed but not closed: resuming its interrupted close"
+    return open_epoch(rows, settings), "the open epoch"
+
+
+def check_in_order(rows: list[LedgerRow], epoch: int, refused: str, settings: Settings) -> None:
+    """Raise EpochOrderError if an epoch before `epoch` is not closed yet. `refused` says
+    what cannot happen, e.g. "epoch 4 cannot be closed"."""
+    earlier = sorted((r for r in rows if r.epoch < epoch and r.state not in DONE), key=lambda r: r.epoch)
+    if earlier:
+        first = earlier[0]
+        why = "open" if first.state == OPEN else "sealed but not closed (its close was interrupted)"
+        raise EpochOrderError(
+            f"{refused}: epoch {first.epoch} is {why}; epochs close in order, so close it "
+            f"first (cumulus --home {settings.home} epoch close --epoch {first.epoch})"
+        )
 
 
 def open_first_epoch(spark: SparkSession, settings: Settings) -> LedgerRow:
@@ -140,14 +178,16 @@ def transition(
     late_files). Timestamps are set here: sealed_at when it leaves `open` (the next epoch
     is opened in the same commit), closed_at on `closed`, published_at on `published`.
     Re-entering the state the epoch is already in only updates the fields (idempotent
-    retries). Takes the catalog lock; returns the new row."""
+    retries). Sealing or closing an epoch while an earlier one is not closed raises
+    EpochOrderError. Takes the catalog lock; returns the new row."""
     if state not in STATES:
         raise StoreError(f"unknown epoch state {state!r} (states: {', '.join(STATES)})")
     unknown = sorted(set(fields) - set(FIELDS) | ({"epoch", "state"} & set(fields)))
     if unknown:
         raise StoreError(f"not ledger fields: {', '.join(unknown)}")
     with catalog_lock(settings, f"ledger: epoch {epoch} -> {state}"):
-        rows = {r.epoch: r for r in ledger_rows(spark, settings)}
+        ordered = ledger_rows(spark, settings)
+        rows = {r.epoch: r for r in ordered}
         row = rows.get(epoch)
         if row is None:
             raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {sorted(rows)})")
@@ -156,6 +196,9 @@ def transition(
             raise StoreError(
                 f"epoch {epoch} is {row.state}; it cannot become {state} (next: {allowed})"
             )
+        if row.state in (OPEN, APPLIED) and state in (APPLIED, CLOSED):
+            verb = "sealed" if state == APPLIED else "closed"
+            check_in_order(ordered, epoch, f"epoch {epoch} cannot be {verb}", settings)
         now = _now()
         changes: dict[str, Any] = dict(fields, state=state, updated_at=now)
         if row.state == OPEN and state != OPEN:
