@@ -12,7 +12,7 @@ from ingestkit import SHOP, base, write, write_home
 
 from cumulus.cli import main
 from cumulus.config import with_overrides
-from cumulus.errors import SchemaError, StoreError
+from cumulus.errors import EpochOrderError, SchemaError, StoreError
 from cumulus.ingest.job import ingest_files
 from cumulus.schema import load_schema
 from cumulus.store import ledger
@@ -77,6 +77,10 @@ def test_ledger_transitions(spark, new_home):
         ledger.transition(spark, settings, 1, ledger.APPLIED, colour="red")
     ledger.transition(spark, settings, 1, ledger.APPLIED, events=3)
     assert ledger.current_epoch(spark, settings) == 2
+    assert ledger.epoch_to_close(pyiceberg_catalog(settings), settings)[0] == 1  # the interrupted close first
+    for state in (ledger.APPLIED, ledger.CLOSED):
+        with pytest.raises(EpochOrderError, match="epoch 2 cannot be .*: epoch 1 is sealed but not closed"):
+            ledger.transition(spark, settings, 2, state)
     closed = ledger.transition(
         spark, settings, 1, ledger.CLOSED, snapshots={"base.orders": 12}, metrics={"seconds": 1.5}
     )
@@ -103,10 +107,12 @@ def test_fold_across_epochs(spark, new_home, tmp_path):
         fold_epoch(spark, settings, 1)
     ledger.transition(spark, settings, 1, ledger.APPLIED)
     fold_epoch(spark, settings, 1)
+    ledger.transition(spark, settings, 1, ledger.CLOSED)  # epochs close in order: the close's row, by hand here
     assert base(spark, settings, items) == Counter({(1, 1, 1.0, True): 2, (2, None, 2.0, None): 1, (3, 1, 1.0, False): 1})
     # Epoch 2: one copy of 1 deleted, 2 (with NULLs) deleted, 3 deleted and inserted again, 4 new.
     batch("e2", "-,1,1,1.0,true\n-,2,\\N,2.0,\\N\n-,3,1,1.0,false\n+,3,1,1.0,false\n+,4,1,1.0,true\n")
     ledger.transition(spark, settings, 2, ledger.APPLIED)
+    ledger.transition(spark, settings, 2, ledger.CLOSED)  # closed without its fold, as a crashed close could not be
     # Epoch 3 stays empty; folding it catches up epoch 2 as well.
     ledger.transition(spark, settings, 3, ledger.APPLIED)
     results = fold_epoch(spark, settings, 3)
@@ -125,7 +131,9 @@ def test_fold_layers_are_read_summed_and_compacted(spark, new_home, tmp_path):
     def epoch(n, lines):
         ingest_files(spark, settings, "a", [write(tmp_path / f"l{n}.csv", "op,i_order,i_qty,i_price,i_gift\n" + lines)], relation="items")
         ledger.transition(spark, settings, n, ledger.APPLIED)
-        return fold_epoch(spark, settings, n)["items"]
+        result = fold_epoch(spark, settings, n)["items"]
+        ledger.transition(spark, settings, n, ledger.CLOSED)  # epochs close in order: the close's row, by hand
+        return result
 
     def stored(df) -> Counter:
         return Counter({tuple(r[:-1]): r.mult for r in df.collect()})
@@ -141,6 +149,7 @@ def test_fold_layers_are_read_summed_and_compacted(spark, new_home, tmp_path):
     assert stored(base_rows(spark, table, cols, live=False)) == after
     ledger.transition(spark, settings, 3, ledger.APPLIED)  # the pipeline's tag, by hand here
     spark.sql(f"ALTER TABLE {table} CREATE TAG `epoch-2`")
+    ledger.transition(spark, settings, 3, ledger.CLOSED)
     assert compact_base(spark, settings, items)  # what maintenance does
     assert not compact_base(spark, settings, items)  # nothing left to compact
     assert layers(spark, table) == Layers(0, 2) and spark.table(table).count() == 2
