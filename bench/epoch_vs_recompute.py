@@ -76,8 +76,8 @@ class Row:
 
     @property
     def map_bytes_read(self) -> int:
-        """Map slices and events the applies read, plus the maps consolidation read."""
-        return sum(int(self.metrics.get(k, 0)) for k in ("applies_bytes_read", "repair_bytes_read", "consolidate_bytes_read"))
+        """Map slices and events the applies read, plus what the map compactions read."""
+        return sum(int(self.metrics.get(k, 0)) for k in ("applies_bytes_read", "repair_bytes_read", "compact_maps_bytes_read"))
 
     @property
     def ratio(self) -> float:
@@ -151,7 +151,7 @@ def run_scale(
         epoch_s = time.perf_counter() - t
         m = ledger_row(spark, settings, epoch).metrics
         # Every apply of the epoch (applies_*), then the close's own steps after its apply.
-        steps = ("repair", "consolidate", "fold", "tag")
+        steps = ("repair", "fold", "compact_maps", "tag")
         epoch_read = m["applies_bytes_read"] + sum(m[f"{s}_bytes_read"] for s in steps)
         epoch_written = m["applies_bytes_written"] + sum(m[f"{s}_bytes_written"] for s in steps)
 
@@ -211,9 +211,9 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
               f"{COMPACTION_RATIO:g} / {args.fraction:g} = {every:.0f} epochs at this rate of change; the bench "
               "compacts after every epoch (apart from both timings) so that the recomputation reads plain "
               "tables, and the last column is that cost spread over the epochs between compactions."]
-    steps = ("applies", "consolidate", "fold")
+    steps = ("applies", "compact_maps", "fold")
     lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
-              "consolidate = the maps' MERGEs, fold = the base.* layer appends):", "",
+              "compact_maps = the maps' compactions past the ratio, fold = the base.* layer appends):", "",
               "| SF | epoch | " + " | ".join(f"{x} s | {x} read | {x} written" for x in steps) + " | map bytes read |",
               "|---:|---:|" + "---:|" * (3 * len(steps) + 1)]
     for r in rows:
@@ -247,7 +247,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax1.legend()
     ax2.plot(scales, [med("epoch_bytes_read", s) / 2**20 for s in scales], "o-", label="epoch")
     ax2.plot(scales, [med("recompute_bytes_read", s) / 2**20 for s in scales], "s-", label="recompute")
-    ax2.plot(scales, [med("map_bytes_read", s) / 2**20 for s in scales], "^--", label="epoch: maps (apply, consolidate)")
+    ax2.plot(scales, [med("map_bytes_read", s) / 2**20 for s in scales], "^--", label="epoch: maps (apply, compact)")
     ax2.set(xscale="log", yscale="log", xlabel="TPC-H scale factor", ylabel="MiB read", title="Bytes read")
     ax2.legend()
     fig.tight_layout()

@@ -54,12 +54,18 @@ class Settings:
     warehouse: Path | None = None
     spark_ui: bool = False
     shuffle_partitions: int = 4
-    # Tables written at once by one step (map appends, consolidations, tags, folds): each
+    # Tables written at once by one step (map appends, compactions, tags, folds): each
     # is a small Spark job plus a catalog commit, mostly latency, so threads overlap them.
     table_workers: int = 4
     # base.<rel> gets each fold as an appended layer and is rewritten compact once its
     # layers exceed this share of its compacted rows (cumulus/store/fold.py).
     base_compaction_ratio: float = 0.1
+    # maps.<map> get each batch's deltas as appended rows, summed by every reader; a close
+    # rewrites a map as one row per entry once the delta rows of closed epochs appended
+    # since its last compaction exceed this share of the rows it left, and the minimum
+    # (a small map is cheap to read as it is) (cumulus/store/maps.py).
+    map_compaction_ratio: float = 1.0
+    map_compaction_min_rows: int = 10_000
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:

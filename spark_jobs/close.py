@@ -1,5 +1,5 @@
-"""Spark job: close an epoch (seal, apply what is pending, repair, consolidate, fold,
-tag epoch-N, ledger `closed`), then complete its ledger row with the input counts of
+"""Spark job: close an epoch (seal, apply what is pending, repair, fold, compact past a
+ratio, tag epoch-N, ledger `closed`), then complete its ledger row with the input counts of
 the file manifest and the late files (folders of the pipeline's landing layout that
 missed the epoch; cumulus.pipeline.epochs.late_entries).
 

@@ -91,7 +91,7 @@ def register(subparsers) -> None:
     show.set_defaults(func=cmd_show)
     close = sub.add_parser(
         "close",
-        help="seal the open epoch, apply what is pending, repair, consolidate, fold, tag epoch-N",
+        help="seal the open epoch, apply what is pending, repair, fold, compact past a ratio, tag epoch-N",
         description="Close an epoch: afterwards every map and base table carries the tag "
         "epoch-N and the ledger row says closed. Safe to rerun after a crash: without --epoch "
         "a rerun resumes the interrupted close before it seals anything new. Epochs close in "

@@ -1,5 +1,5 @@
 """`cumulus maintenance`: expire old snapshots (tags and the retention keep theirs) and
-compact small files in every table of the home (cumulus/store/maintenance.py); the
+compact base layers, map deltas and small files in every table of the home (cumulus/store/maintenance.py); the
 retention defaults come from `[pipeline]` in cumulus.toml."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def cmd_maintenance(args: argparse.Namespace) -> int:
         tables=[f"{settings.catalog}.{t}" for t in args.table] if args.table else None,
     )
     columns = ["table", "snapshots_before", "snapshots_after", "tags", "data_files_deleted",
-               "files_rewritten", "files_added", "delete_files_removed", "layer_rows_compacted", "seconds"]
+               "files_rewritten", "files_added", "delete_files_removed", "layer_rows_compacted", "delta_rows_compacted",
+               "seconds"]
     sys.stdout.write(render(columns, [tuple(getattr(r, c) for c in columns) for r in reports], args.format))
     return 0
 

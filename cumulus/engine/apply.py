@@ -146,7 +146,7 @@ def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
 
 
 def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshots_: Mapping[str, int | None]):
-    """A state reader over the maps as of the given snapshots (rows, not consolidated)."""
+    """A state reader over the maps as of the given snapshots (their rows; an entry is their sum)."""
 
     def state(name: str) -> DataFrame:
         info = plan.maps[name]

@@ -1,12 +1,13 @@
-"""Close: make epoch N exact and garbage-collect it into a consistent, tagged snapshot.
+"""Close: make epoch N exact and publish it as a consistent, tagged snapshot.
 
 Steps (each idempotent; a retry after a crash anywhere resumes from what the tables
 say): seal the epoch in the ledger (input now goes to N+1); apply what is pending; repair
-batches that read a stale state; consolidate every touched map entry into one row
-(the paper's Cleanup: E'[V] = sum of E[V'] for V' <= V, zero entries removed); fold the
-epoch's events into base.* (an appended layer of net changes, compacted past a ratio);
-tag every map and base table `epoch-N`; write the ledger row, the publish point: a
-stable snapshot exists only once the ledger says so."""
+batches that read a stale state; fold the epoch's events into base.* (an appended layer
+of net changes, compacted past a ratio); compact the maps whose delta rows outgrew
+`map_compaction_ratio` (the paper's Cleanup, lazy: an entry's value is the sum of its
+rows at any snapshot, so the close rewrites nothing otherwise); tag every map and base
+table `epoch-N`; write the ledger row, the publish point: a stable snapshot exists only
+once the ledger says so."""
 
 from __future__ import annotations
 
@@ -34,18 +35,17 @@ from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.errors import StoreError
 from cumulus.ingest.faults import fault_point
 from cumulus.parallel import for_each
-from cumulus.store.commit import EPOCH, FOLDED_EPOCH, commit_properties, snapshots
+from cumulus.store.commit import FOLDED_EPOCH, snapshots
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import APPLIED, CLOSED, OPEN, check_in_order, ledger_rows, transition
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import CONSOLIDATED_SOURCE, map_table
+from cumulus.store.maps import COMPACTED_THROUGH, compact_map, map_table
 from cumulus.store.tables import base_table, events_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.close")
-CONSOLIDATED_EPOCH = "cumulus.consolidated-epoch"
 
 
 def tag_name(epoch: int) -> str:
@@ -138,59 +138,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     return repaired
 
 
-# ---------------------------------------------------------------- consolidate, tag
-
-
-def consolidate_map(spark: SparkSession, settings: Settings, plan: BatchPlan, name: str, epoch: int) -> bool:
-    """Rewrite the entries touched in `epoch` as one row each (zero sums removed), in one
-    merge-on-read MERGE commit (position deletes + the new rows). A rerun finds no
-    delta rows left and does nothing."""
-    info = plan.maps[name]
-    table = map_table(settings, name)
-    keys = [f"`{k}`" for k in info.key_names]
-    if not has_deltas(spark, table, epoch):
-        return False
-    key_list = ", ".join(keys)
-    sel_keys = (key_list + ", ") if keys else ""
-    touched = f"(SELECT DISTINCT {key_list or '1 AS one'} FROM {table} WHERE epoch = {epoch} AND source_id <> {CONSOLIDATED_SOURCE})"
-    join = " AND ".join(f"t.{k} <=> d.{k}" for k in keys) or "TRUE"
-    totals = (
-        f"SELECT {', '.join(f't.{k}' for k in keys) + ', ' if keys else ''}SUM(t.value) AS value "
-        f"FROM {table} t JOIN {touched} d ON {join}" + (f" GROUP BY {', '.join(f't.{k}' for k in keys)}" if keys else "")
-    )
-    source = (
-        f"SELECT {sel_keys}CAST(NULL AS {_value_sql(spark, table)}) AS value, 0 AS is_new FROM {touched} "
-        f"UNION ALL SELECT {sel_keys}value, 1 AS is_new FROM ({totals}) WHERE value <> 0"
-    )
-    on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + ["s.is_new = 0"])
-    insert_cols = ", ".join(keys + ["value", "epoch", "source_id", "seq"])
-    insert_vals = ", ".join([f"s.{k}" for k in keys] + ["s.value", str(epoch), str(CONSOLIDATED_SOURCE), "0"])
-    with commit_properties(spark, {CONSOLIDATED_EPOCH: epoch}):
-        spark.sql(
-            f"MERGE INTO {table} t USING ({source}) s ON {on} "
-            f"WHEN MATCHED THEN DELETE "
-            f"WHEN NOT MATCHED AND s.is_new = 1 THEN INSERT ({insert_cols}) VALUES ({insert_vals})"
-        )
-    return True
-
-
-def has_deltas(spark: SparkSession, table: str, epoch: int) -> bool:
-    """Whether the map holds delta rows of `epoch` not consolidated yet, from its commit
-    history alone (no scan): an apply or repair commit of the epoch after its last
-    consolidation of the epoch."""
-    pending = False
-    for snap in snapshots(spark, table):
-        if snap.summary.get(CONSOLIDATED_EPOCH) == str(epoch):
-            pending = False
-        elif snap.summary.get(EPOCH) == str(epoch) and not snap.summary.get(APPLY_BATCH, "").startswith(
-            "backfill-"
-        ):
-            pending = pending or int(snap.summary.get("added-records", 0)) > 0
-    return pending
-
-
-def _value_sql(spark: SparkSession, table: str) -> str:
-    return dict((f.name, f.dataType.simpleString()) for f in spark.table(table).schema.fields)["value"]
+# ---------------------------------------------------------------- tag
 
 
 def ensure_snapshot(spark: SparkSession, table: str) -> int:
@@ -262,21 +210,19 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     with catalog_lock(settings, f"close epoch {epoch}"):
         with steps("repair"):
             repaired = repair_epoch(spark, settings, plan, epoch)
-        with steps("consolidate"):
-            merged = for_each(
-                lambda m: consolidate_map(spark, settings, plan, m, epoch), plan.maps, settings.table_workers,
-                f"epoch {epoch} consolidation",
-            )
-        consolidated = [m for m, did in merged.items() if did]
-        maps = [map_table(settings, m) for m in plan.maps]
-        # Every map, not only those merged just now: a resumed close counts the earlier run's commits too.
-        steps.writes_from_commits("consolidate", maps, CONSOLIDATED_EPOCH, epoch)
-        fault_point("close.after-consolidate")
         with steps("fold"):
             folds = fold_epoch(spark, settings, epoch)
         bases = [base_table(settings, r.name) for r in plan.checked.schema.relations]
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
+        with steps("compact_maps"):
+            compacted = for_each(
+                lambda m: compact_map(spark, settings, m, epoch, when_due=True),
+                plan.maps, settings.table_workers, f"epoch {epoch} map compaction",
+            )
+        maps = [map_table(settings, m) for m in plan.maps]
+        steps.writes_from_commits("compact_maps", maps, COMPACTED_THROUGH, epoch)
+        fault_point("close.after-compact")
         with steps("tag"):
             tagged = tag_tables(spark, maps + bases, epoch, settings.table_workers)
         fault_point("close.after-tag")
@@ -287,7 +233,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             "deltas": sum(r.deltas for r in records),
             "batches": len(applies),
             "repaired_batches": repaired,
-            "consolidated_maps": len(consolidated),
+            # maps rewritten as one row per entry (their delta rows outgrew
+            # map_compaction_ratio); a resumed close counts only its own run
+            "compacted_maps": sum(1 for rows in compacted.values() if rows),
             # base tables rewritten compact after their fold (their layers outgrew
             # base_compaction_ratio); a resumed close counts only its own run
             "compacted_bases": sum(f.compacted for f in folds.values()),

@@ -12,7 +12,7 @@ from typing import Any
 from cumulus.config import Settings
 from cumulus.errors import CumulusError
 
-TIMING_KEYS = ("apply_s", "repair_s", "consolidate_s", "fold_s", "tag_s")
+TIMING_KEYS = ("apply_s", "repair_s", "fold_s", "compact_maps_s", "tag_s")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,9 @@ def json_of(columns: Sequence[str]) -> Column:
 
 
 def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts], epoch: int) -> DataFrame:
-    """Columns: map, key (JSON), value (as DOUBLE), kind (count | value), null_key (the
+    """One row per entry, as readers see it: a map's rows at the tag summed per key, zero
+    sums left out (absent entries). Columns: map, key (JSON), value (the sum, as DOUBLE;
+    NULL only if every row of the entry had none), kind (count | value), null_key (the
     first key column that is NULL although it cannot be, else NULL)."""
     from pyspark.sql import functions as F
 
@@ -53,8 +55,14 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
             if m.not_null_keys
             else F.lit(None).cast("string")
         )
+        entries = (
+            at_tag(spark, map_table(settings, m.name), epoch)
+            .groupBy(*[F.col(f"`{k}`") for k in m.keys])
+            .agg(F.sum("value").alias("value"), F.count(F.lit(1)).alias("rows"))
+            .where((F.col("rows") > 0) & (F.col("value").isNull() | (F.col("value") != 0)))
+        )
         parts.append(
-            at_tag(spark, map_table(settings, m.name), epoch).select(
+            entries.select(
                 F.lit(m.name).alias("map"),
                 json_of(m.keys).alias("key"),
                 F.col("value").cast("double").alias("value"),

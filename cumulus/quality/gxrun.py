@@ -22,7 +22,7 @@ EXAMPLES = 5  # failing rows kept per check in the summary
 
 @dataclass
 class CheckOutcome:
-    name: str  # meta.check of the expectation, e.g. maps.no_zero_values
+    name: str  # meta.check of the expectation, e.g. maps.counts_not_negative
     expectation: str  # the GX expectation type
     description: str
     success: bool

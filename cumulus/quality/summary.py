@@ -5,7 +5,7 @@ CLI prints from either. Plain data and files: no GX, no JVM.
 summary.json:
     {"epoch": 3, "outcome": "passed" | "failed", "validated_at": "...", "report": ".../index.html",
      "suites": [{"suite": "maps", "success": true, "rows": 42, "spec": "maps.yml", "sha256": "...",
-                 "tables": [...], "checks": [{"check": "maps.no_zero_values", "success": true,
+                 "tables": [...], "checks": [{"check": "maps.counts_not_negative", "success": true,
                  "expectation": "...", "description": "...", "element_count": 42,
                  "unexpected_count": 0, "examples": [], "error": null}, ...]}, ...],
      "views": [{"view": "sales", "success": true, "engine_rows": 3, "recomputed_rows": 3,

@@ -6,7 +6,7 @@ epoch through its states and writing the ledger row is its atomic publish point.
       └──────────────────>  └────> failed-validation ──> closed | published
 
 `open`: takes input (exactly one epoch is open at a time). `applied`: sealed, takes no
-more input, every batch applied. `closed`: consolidated, folded into base.*, tagged.
+more input, every batch applied. `closed`: repaired, folded into base.*, tagged.
 `published` / `failed-validation`: the outcome of validation.
 
 Leaving `open` opens the next epoch in the same commit, so there is never a moment

@@ -11,9 +11,12 @@ Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref poin
 
 Compaction first rewrites every base table that has fold layers as one row per live tuple
 (cumulus/store/fold.py: the close appends each epoch's net changes and compacts only past
-`base_compaction_ratio`), then runs Iceberg's rewrite_data_files (bin-pack to
+`base_compaction_ratio`) and every map table that holds delta rows of closed epochs as
+one row per entry (cumulus/store/maps.py: applies append, the close compacts only past
+`map_compaction_ratio`; the open epoch's rows stay as they are, its close repairs against
+them), then runs Iceberg's rewrite_data_files (bin-pack to
 `target_file_size_mb`, where at least two small files can be merged, and every data file
-that has position deletes: the close's merge-on-read MERGEs leave those, then
+that has position deletes: row-level SQL on merge-on-read tables leaves those, then
 rewrite_position_delete_files drops the delete files left dangling); rows and tags are
 unchanged. Both procedures commit, so the run holds the catalog lock (one writer at a
 time).
@@ -31,7 +34,8 @@ from cumulus.config import Settings
 from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import NAMESPACES, attach_catalog, base_table
+from cumulus.store.maps import compact_map
+from cumulus.store.tables import MAPS, NAMESPACES, attach_catalog, base_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +54,7 @@ class TableReport:
     files_added: int = 0
     delete_files_removed: int = 0
     layer_rows_compacted: int = 0  # base tables: fold-layer rows merged into the compact part
+    delta_rows_compacted: int = 0  # map tables: delta rows of closed epochs summed per entry
     seconds: float = 0.0
 
 
@@ -101,24 +106,31 @@ def maintain(
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
     catalog = settings.catalog
+    from cumulus.store.ledger import DONE, ledger_rows
+
     bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
     reports = []
     with catalog_lock(settings, "maintenance"):
+        closed = max((r.epoch for r in ledger_rows(spark, settings) if r.state in DONE), default=None)
+        every = home_tables(spark, settings)
+        maps = {t for t in every if t.split(".")[-2] == MAPS}
         cutoff = retention_cutoff(spark, settings, retain_for, now)
         stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-        for table in tables or home_tables(spark, settings):
+        for table in tables or every:
             t = time.perf_counter()
             before = _count(spark, table, "snapshots")
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
-            rewritten = added = deleted = deletes_removed = layer_rows = 0
+            rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = 0
             if compact and table in bases:
                 layer_rows = compact_base(spark, settings, bases[table])
+            if compact and table in maps and closed is not None:
+                delta_rows = compact_map(spark, settings, table.split(".")[-1], closed)
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
                     f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
-                    # a data file with position deletes (the close's merge-on-read MERGEs)
+                    # a data file with position deletes (row-level SQL, merge-on-read)
                     # is rewritten without the deleted rows; delete files that still cover
                     # other files can stay behind, hence rewrite_position_delete_files below
                     "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
@@ -140,11 +152,12 @@ def maintain(
                 table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
                 tags=_count(spark, table, "tags"), data_files_deleted=deleted,
                 files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed,
-                layer_rows_compacted=layer_rows, seconds=round(time.perf_counter() - t, 2),
+                layer_rows_compacted=layer_rows, delta_rows_compacted=delta_rows,
+                seconds=round(time.perf_counter() - t, 2),
             )
             log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, "
-                     "delete files removed %d, data files deleted %d, base layer rows compacted %d",
-                     short, before, report.snapshots_after, report.tags, rewritten, added, deletes_removed, deleted,
-                     layer_rows)
+                     "delete files removed %d, data files deleted %d, base layer rows compacted %d, "
+                     "map delta rows compacted %d", short, before, report.snapshots_after, report.tags, rewritten,
+                     added, deletes_removed, deleted, layer_rows, delta_rows)
             reports.append(report)
     return reports

@@ -157,8 +157,8 @@ def check_relation_names(schema: Schema) -> None:
 
 _PROPERTIES = "TBLPROPERTIES ('format-version' = '2'{extra})"
 
-# Row-level changes (the close's consolidation MERGEs into maps.*; any row-level SQL a
-# user runs on base.*, which the folds only append to) write position-delete files and
+# Row-level changes (the ledger's MERGEs; any row-level SQL a user runs on maps.* or
+# base.*, which applies and folds only append to) write position-delete files and
 # the new rows instead of rewriting every data file holding a touched row: an epoch
 # writes what its events change, not the files they land in. Maintenance's compaction
 # folds the deletes back into the data files (docs/airflow.md, Maintenance).

@@ -94,15 +94,15 @@ def test_crashes_anywhere_then_retries_give_the_serial_result(spark, simple_home
     """One home through a row of crashes, each a killed process (os._exit) or an
     exception at a named point, each followed by the next command resuming from what the
     tables say: apply dies after its first map commit; close dies after sealing,
-    applying what was left and consolidating, after folding, and fails after tagging; the last
+    applying what was left and folding, after compacting the maps, and fails after tagging; the last
     close completes. Every map at the tag then equals the serial result, and no batch
     committed twice."""
     settings, plan, compiled, events = simple_home
     ingest_both(spark, settings, events, tmp_path / "in")
     for args, fault in [
         (("apply", "--source", "a"), "apply.after-map-commit:exit"),
-        (("epoch", "close"), "close.after-consolidate:exit"),
-        (("epoch", "close", "--epoch", "1"), "close.after-fold:exit"),
+        (("epoch", "close"), "close.after-fold:exit"),
+        (("epoch", "close", "--epoch", "1"), "close.after-compact:exit"),
         (("epoch", "close", "--epoch", "1"), "close.after-tag:raise"),
     ]:
         crashed = run_cli(settings, *args, fault=fault)

@@ -60,21 +60,23 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     return ShopHome(settings, 1)
 
 
-def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, extra: int = 3) -> tuple:
-    """Append a second row for an existing entry of `map_name` (value `extra`) and move
-    the tag epoch-N onto that snapshot: the entry is now stored twice and every read
-    sums it to a wrong value. Returns the key that was hit."""
+def corrupt_map(spark, settings: Settings, map_name: str, epoch: int) -> tuple:
+    """Append a row that drives an entry of the count map `map_name` to -1 and move the
+    tag epoch-N onto that snapshot: every read sums the entry to an impossible count.
+    Returns the key that was hit."""
+    from pyspark.sql import functions as F
+
     from cumulus.quality.frames import at_tag
     from cumulus.store.maps import map_table
 
     table = map_table(settings, map_name)
-    rows = at_tag(spark, table, epoch).orderBy("value").collect()
-    victim = rows[0].asDict()
-    victim.update(value=extra, source_id=9, seq=999_999)
-    columns = list(victim)
-    spark.createDataFrame([tuple(victim[c] for c in columns)], at_tag(spark, table, epoch).schema).writeTo(table).append()
+    rows = at_tag(spark, table, epoch)
+    keys = [c for c in rows.columns if c not in ("value", "epoch", "source_id", "seq")]
+    entry = rows.groupBy(*keys).agg(F.sum("value").alias("value")).where("value > 0").orderBy("value").first()
+    victim = dict(entry.asDict(), value=-entry["value"] - 1, epoch=epoch, source_id=9, seq=999_999)
+    spark.createDataFrame([tuple(victim[c] for c in rows.columns)], rows.schema).writeTo(table).append()
     spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
-    return tuple(v for k, v in victim.items() if k not in ("value", "epoch", "source_id", "seq"))
+    return tuple(victim[k] for k in keys)
 
 
 def restore_tag(spark, settings: Settings, map_name: str, epoch: int) -> int:

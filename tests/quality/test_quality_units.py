@@ -151,7 +151,7 @@ def test_the_sql_runs_over_the_expanded_base_views() -> None:
 
 
 def _summary(failed: bool) -> dict:
-    check = {"check": "maps.no_zero_values", "expectation": "expect_column_values_to_not_be_in_set",
+    check = {"check": "maps.counts_not_negative", "expectation": "expect_column_values_to_not_be_in_set",
              "description": "", "success": not failed, "element_count": 10, "unexpected_count": int(failed),
              "examples": [{"map": "m", "key": "{}", "value": 0.0}] if failed else [], "error": None}
     suites = [{"suite": "maps", "success": not failed, "rows": 10, "checks": [check]}]
@@ -163,11 +163,11 @@ def _summary(failed: bool) -> dict:
 
 def test_the_report_names_failed_checks_and_the_site() -> None:
     text = render_report(_summary(True))
-    assert text.startswith("epoch 4: validation failed (1 failed: maps.no_zero_values)")
+    assert text.startswith("epoch 4: validation failed (1 failed: maps.counts_not_negative)")
     assert "FAILED" in text and '"map": "m"' in text and "oracle.v" in text and "2 rows equal" in text
     assert text.rstrip().endswith("report: /h/reports/epoch-4/index.html")
     detail = json.loads(ledger_detail(_summary(True)))
-    assert detail["failed_checks"] == ["maps.no_zero_values"] and detail["report"].endswith("index.html")
+    assert detail["failed_checks"] == ["maps.counts_not_negative"] and detail["report"].endswith("index.html")
     assert "validation passed" in render_report(_summary(False))
 
 
@@ -180,5 +180,5 @@ def test_without_its_summary_file_the_report_comes_from_the_ledger(tmp_path) -> 
     detail = ledger_detail(_summary(True))
     row = LedgerRow(epoch=4, state="failed-validation", validation="failed", validation_detail=detail)
     text = render_report(summary_from_ledger(settings, 4, row))
-    assert text.startswith("epoch 4: validation failed (1 failed: maps.no_zero_values)")
+    assert text.startswith("epoch 4: validation failed (1 failed: maps.counts_not_negative)")
     assert "report: /h/reports/epoch-4/index.html" in text

@@ -43,14 +43,15 @@ def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
     assert (row.state, row.validation) == ("failed-validation", "failed")
     failed = json.loads(row.validation_detail)["failed_checks"]
     assert "tags.match_ledger" in failed  # the tag was moved after the close
-    assert "maps.one_row_per_entry" in failed  # an entry is stored twice
+    assert "maps.counts_not_negative" in failed  # an entry sums to -1
     assert "oracle.views_equal_sql" in failed and "oracle.sales" in failed  # its count is off
     assert "oracle.returned" not in failed and "base.mult_positive" not in failed
-    assert "failed checks:" in out and "maps.one_row_per_entry" in out
+    assert "failed checks:" in out and "maps.counts_not_negative" in out
     assert (shop.settings.home / "reports" / "epoch-1" / "index.html").is_file()
     summary = json.loads((shop.settings.home / "reports" / "epoch-1" / "summary.json").read_text())
     (sales,) = [v for v in summary["views"] if v["view"] == "sales"]
-    assert sales["differences"] and "n: engine" in sales["differences"][0]["difference"]
+    # the group's count sums to -1: the engine's view has no such group
+    assert sales["differences"] and "group missing in the engine" in sales["differences"][0]["difference"]
 
     assert _cli(shop, "quality", "report") == 0  # default: the latest validated epoch
     report = capsys.readouterr().out
@@ -83,7 +84,7 @@ def test_quality_report_prints_every_check_and_the_site(shop, capsys) -> None:
     assert _cli(shop, "quality", "report", "--epoch", "1") == 0
     out = capsys.readouterr().out
     assert "epoch 1: validation passed" in out
-    for check in ("tags.present", "maps.one_row_per_entry", "base.mult_positive", "events.versions_unique", "oracle.sales"):
+    for check in ("tags.present", "maps.counts_not_negative", "base.mult_positive", "events.versions_unique", "oracle.sales"):
         assert check in out
     assert str(shop.settings.home / "reports" / "epoch-1" / "index.html") in out
     assert _cli(shop, "quality", "report", "--epoch", "1", "--format", "json") == 0

@@ -2,8 +2,9 @@
 epochs and an apply in the open one, compaction and snapshot expiry drop the snapshot
 count, every epoch-N tag still reads the same view rows, the main branch reads the same,
 the open epoch's pinned snapshots survive and its close still gives the right answer.
-The closes' MERGEs are merge-on-read (delete files, no rewrites) and the folds append
-layers to base.* (no automatic compaction here) until maintenance compacts both; a view
+The applies append delta rows to maps.* and the folds append layers to base.* (no
+automatic compaction here: nothing is rewritten) until maintenance compacts both: the
+maps' rows of closed epochs become one row per entry, the open epoch's rows stay; a view
 added meanwhile is back-filled from the layers and equals its SQL recomputed over them."""
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def _multiset(df) -> dict:
     return {tuple(r[:-1]): r.mult for r in df.collect()}
 
 
+def _rows_per_entry(spark, settings, table: str, through: int) -> tuple[int, int]:
+    """(rows, distinct keys) of a map's rows of epochs <= `through` on main."""
+    df = spark.table(f"{settings.catalog}.{table}").where(f"epoch <= {through}")
+    keys = [c for c in df.columns if c not in ("value", "epoch", "source_id", "seq")]
+    return df.count(), (df.select(*keys).distinct().count() if keys else min(df.count(), 1))
+
+
 def _rewrites(spark, settings, table: str) -> int:
     """Data files that the table's overwrite commits (MERGEs) removed."""
     return spark.sql(
@@ -78,6 +86,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
     catalog = f"maint{next(_homes)}"
     (root / "cumulus.toml").write_text(
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nbase_compaction_ratio = 1000.0\n'
+        "map_compaction_ratio = 1000.0\n"
     )
     settings = load_settings(root)
     default_catalog = spark.conf.get("spark.sql.defaultCatalog")
@@ -120,11 +129,15 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         maps = [f"maps.{m}" for m in plan.maps]
         counts = {t: len(_snapshots(spark, settings, t)) for t in maps + ["base.r", "events.r"]}
 
-        # Merge-on-read: the consolidation MERGEs left position deletes and rewrote no data
-        # file; the folds appended layers to base.* (epoch 1 into an empty table is compact).
+        # Lazy Cleanup: the closes rewrote no map or base data file; the maps hold delta
+        # rows (several per entry), the folds appended layers to base.* (epoch 1 into an
+        # empty table is compact).
         rowlevel = maps + ["base.r", "base.s"]
-        assert sum(_delete_files(spark, settings, t) for t in maps) > 0
         assert {t: _rewrites(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
+        assert sum(_rows_per_entry(spark, settings, t, 3)[0] for t in maps) > sum(
+            _rows_per_entry(spark, settings, t, 3)[1] for t in maps)
+        open_rows = {t: spark.table(f"{settings.catalog}.{t}").where("epoch = 4").count() for t in maps}
+        assert sum(open_rows.values()) > 0
         bases = {t: f"{settings.catalog}.{t}" for t in ("base.r", "base.s")}
         assert {t: layers(spark, q).rows > 0 for t, q in bases.items()} == dict.fromkeys(bases, True)
         cols = {"base.r": ["a", "b"], "base.s": ["b", "c"]}
@@ -133,6 +146,11 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         reports = maintain(spark, settings, retain_last=1, retain_for=dt.timedelta(0), compact=True)
         assert {t: _delete_files(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
         by_table = {r.table: r for r in reports}
+        assert sum(by_table[t].delta_rows_compacted for t in maps) > 0
+        for t in maps:  # closed epochs: one row per entry; the open epoch's rows as they were
+            rows, entries = _rows_per_entry(spark, settings, t, 3)
+            assert rows == entries, t
+            assert spark.table(f"{settings.catalog}.{t}").where("epoch = 4").count() == open_rows[t], t
         for t, q in bases.items():  # compacted: one row per live tuple, every tag reads the same
             assert by_table[t].layer_rows_compacted > 0 and layers(spark, q).rows == 0
             assert spark.table(q).count() == len(_multiset(spark.table(q)))
@@ -143,7 +161,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         assert dropped > 0, counts
         for t in counts:  # each compaction commits one snapshot of its own
             own = (bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
-                   + bool(by_table[t].layer_rows_compacted))
+                   + bool(by_table[t].layer_rows_compacted) + bool(by_table[t].delta_rows_compacted))
             assert by_table[t].snapshots_after <= counts[t] + own, by_table[t]
         for t in maps:  # epoch-1..3 kept; the later view's maps were tagged epoch-3 at back-fill
             assert by_table[t].tags == (3 if t in first_maps else 1), t
