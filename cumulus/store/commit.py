@@ -74,6 +74,16 @@ def _thread_local(spark: SparkSession):
     return field.get(None)
 
 
+def summaries_back(meta: Mapping[str, Any], snapshot_id: int | None = None) -> Iterator[Mapping[str, str]]:
+    """The summaries (operation included) of a snapshot and its ancestors, newest first,
+    from a table's metadata.json document; default: the current snapshot."""
+    by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
+    snap = by_id.get(snapshot_id if snapshot_id is not None else meta.get("current-snapshot-id"))
+    while snap is not None:
+        yield snap.get("summary", {})
+        snap = by_id.get(snap.get("parent-snapshot-id"))
+
+
 def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     """The table's current Iceberg metadata (the metadata.json document) as a dict, read
     through the session's catalog without a Spark job: a few py4j calls."""

@@ -89,17 +89,13 @@ def layers_in(meta: Mapping, snapshot_id: int | None = None) -> Layers:
     from the commit marks along the snapshot's ancestry: maintenance's file rewrites carry
     none and change no row, so the nearest marked ancestor decides. A table no fold marked
     is compact."""
-    by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
-    snap = by_id.get(snapshot_id if snapshot_id is not None else meta.get("current-snapshot-id"))
     layer_rows: int | None = None
-    while snap is not None:
-        summary = snap.get("summary", {})
+    for summary in commit.summaries_back(meta, snapshot_id):
         if LAYER_ROWS in summary:
             if layer_rows is None:
                 layer_rows = int(summary[LAYER_ROWS])
             if int(summary[LAYER_ROWS]) == 0:
                 return Layers(layer_rows, int(summary.get("total-records", 0)))
-        snap = by_id.get(snap.get("parent-snapshot-id"))
     return Layers(layer_rows or 0, 0)
 
 

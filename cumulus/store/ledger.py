@@ -138,18 +138,17 @@ def next_to_close(rows: list[LedgerRow], settings: Settings) -> tuple[int, str]:
     """The oldest epoch that is sealed but not closed (a close was interrupted after
     sealing it), else the open one; and why. Closing the open epoch first would seal it
     behind the interrupted one."""
-    sealed = sorted(r.epoch for r in rows if r.state == APPLIED)
-    if sealed:
-        return sealed[0], "sealed but not closed: resuming its interrupted close"
+    sealed = min((r.epoch for r in rows if r.state == APPLIED), default=None)
+    if sealed is not None:
+        return sealed, "sealed but not closed: resuming its interrupted close"
     return open_epoch(rows, settings), "the open epoch"
 
 
 def check_in_order(rows: list[LedgerRow], epoch: int, refused: str, settings: Settings) -> None:
     """Raise EpochOrderError if an epoch before `epoch` is not closed yet. `refused` says
     what cannot happen, e.g. "epoch 4 cannot be closed"."""
-    earlier = sorted((r for r in rows if r.epoch < epoch and r.state not in DONE), key=lambda r: r.epoch)
-    if earlier:
-        first = earlier[0]
+    first = min((r for r in rows if r.epoch < epoch and r.state not in DONE), key=lambda r: r.epoch, default=None)
+    if first is not None:
         why = "open" if first.state == OPEN else "sealed but not closed (its close was interrupted)"
         raise EpochOrderError(
             f"{refused}: epoch {first.epoch} is {why}; epochs close in order, so close it "

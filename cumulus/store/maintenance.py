@@ -105,9 +105,9 @@ def maintain(
     """Expire and/or compact every table of the home (or `tables`); one report per table."""
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
-    catalog = settings.catalog
     from cumulus.store.ledger import DONE, ledger_rows
 
+    catalog = settings.catalog
     bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
     reports = []
     with catalog_lock(settings, "maintenance"):

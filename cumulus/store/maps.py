@@ -5,9 +5,9 @@ are absent entries), as every reader computes it (lazy Cleanup). Compaction (the
 Cleanup, amortized) rewrites the rows of closed epochs as one row per entry, carrying the
 epoch compacted through (source_id 0): after a close once the delta rows outgrow
 `map_compaction_ratio` of the compacted rows (and `map_compaction_min_rows`), and in
-maintenance. It is one overwrite
-commit that changes no entry's value, so tags and the main branch read the same before
-and after, a crash leaves either state, and a retry finds nothing to do.
+maintenance. It is one overwrite commit that changes no entry's value, so tags and the
+main branch read the same before and after, a crash leaves either state, and a retry
+finds nothing to do.
 Partitioned on the first key (the key programs look entries up by), sorted by the keys
 inside files, so a batch reads only the files its keys can be in."""
 
@@ -66,7 +66,6 @@ def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> 
     return True
 
 
-
 @dataclass(frozen=True)
 class MapRows:
     """Where a map table stands since its last compaction, from its metadata alone:
@@ -82,16 +81,12 @@ def map_rows_in(meta: Mapping[str, Any], through: int) -> MapRows:
     ancestry back to the nearest compaction, counting the rows appended by deltas of
     epochs <= `through` (apply, repair and back-fill commits carry `cumulus.epoch`; file
     rewrites of maintenance add no rows and are skipped)."""
-    by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
-    snap = by_id.get(meta.get("current-snapshot-id"))
     pending = 0
-    while snap is not None:
-        summary = snap.get("summary", {})
+    for summary in commit.summaries_back(meta):
         if COMPACTED_THROUGH in summary:
             return MapRows(pending, int(summary.get("total-records", 0)))
         if summary.get("operation") == "append" and int(summary.get(commit.EPOCH, through)) <= through:
             pending += int(summary.get("added-records", 0))
-        snap = by_id.get(snap.get("parent-snapshot-id"))
     return MapRows(pending, 0)
 
 
