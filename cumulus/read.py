@@ -7,8 +7,9 @@
                                    (or a given epoch): consistent
     read_view(name)                a view's rows exactly as its SQL would give them
 
-Map tables hold delta rows between closes, so every read sums the rows of each key and
-drops the keys whose sum is zero."""
+The maps live in one table, maps.entries, as delta rows (cumulus/store/maps.py): every
+read takes the map's partition, sums the rows of each key and drops the keys whose sum
+is zero."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 from cumulus.config import Settings
 from cumulus.errors import CumulusError
 from cumulus.output import sort_key
+from cumulus.store.maps import ENTRIES, key_slots, value_slot
+from cumulus.store.tables import MAPS
 
 
 class ReadError(CumulusError):
@@ -69,29 +72,30 @@ class Reader:
     # -- maps
     def entries(self, name: str, keys: Sequence[Any] = (), at: At = At()) -> dict[tuple, Any]:
         """Entries of a map matching `keys` (a prefix of its keys; None is a wildcard)."""
-        from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+        from pyiceberg.expressions import And, EqualTo
 
         info = self.compilation.checked.maps.get(name)
         if info is None:
             raise ReadError(f"unknown map {name}")
         if len(keys) > info.arity:
             raise ReadError(f"map {name} has {info.arity} keys ({', '.join(info.key_names)}); got {len(keys)}")
-        table = self.catalog.load_table(f"maps.{name}")
+        table = self.catalog.load_table(f"{MAPS}.{ENTRIES}")
         snapshot_id = None
         if at.tag is not None:
             snap = table.snapshot_by_name(at.tag)
             if snap is None:
-                raise ReadError(f"map {name} has no tag {at.tag} (epochs close into tags; see cumulus epoch status)")
+                raise ReadError(f"the maps have no tag {at.tag} (epochs close into tags; see cumulus epoch status)")
             snapshot_id = snap.snapshot_id
-        expr = AlwaysTrue()
-        for key_name, value in zip(info.key_names, keys, strict=False):
+        slots = key_slots(info)
+        expr = EqualTo("map", name)
+        for slot, value in zip(slots, keys, strict=False):
             if value is not None:
-                term = EqualTo(key_name, value)
-                expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
-        rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*info.key_names, "value")).to_arrow()
+                expr = And(expr, EqualTo(slot, value))
+        value_column = value_slot(info.type)
+        rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*slots, value_column)).to_arrow()
         totals: dict[tuple, Any] = {}
-        columns = [rows.column(k).to_pylist() for k in info.key_names]
-        for i, value in enumerate(rows.column("value").to_pylist()):
+        columns = [rows.column(k).to_pylist() for k in slots]
+        for i, value in enumerate(rows.column(value_column).to_pylist()):
             key = tuple(c[i] for c in columns)
             totals[key] = totals.get(key, 0) + value
         return {k: _typed(v, info.type) for k, v in totals.items() if v != 0}

@@ -1,12 +1,14 @@
-"""Apply: evaluate the M3 deltas of one source's new events (a batch) and append them to
-the map tables, one commit per map, tagged with the batch's version. Main-branch reads
-see them at once (READ_SLICE: fresh, eventually consistent).
+"""Apply: evaluate the M3 deltas of one source's new events (a batch) as one Spark plan
+and append every map's deltas to `maps.entries` in one commit, marked with the batch id
+and tagged with the batch's version. Main-branch reads see them at once (READ_SLICE:
+fresh, eventually consistent).
 
 Each apply is recorded in `cumulus.applies` before it writes: the ingest batches it takes
-and the snapshot of every map and events table it reads (pinned). A retry after a crash
-resumes the recorded apply with the same inputs and writes only the maps that have no
-commit marked with its batch id yet, so no delta is lost or applied twice. The close
-uses the pinned snapshots to repair batches that read a stale state (concurrent applies).
+and the snapshots of the maps table and of every events table it reads (pinned). A retry
+after a crash resumes the recorded apply with the same inputs; it writes nothing when the
+maps table already has the commit of its batch id, so no delta is lost or applied twice:
+one commit per batch makes "applied or not" a single question. The close uses the pinned
+snapshot to repair batches that read a stale state (concurrent applies).
 """
 
 from __future__ import annotations
@@ -26,10 +28,9 @@ from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import CumulusError
 from cumulus.ingest.faults import fault_point
-from cumulus.parallel import for_each
-from cumulus.store.commit import EPOCH, snapshots, table_metadata, write_options
+from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import map_table
+from cumulus.store.maps import entries_columns, entry_rows, map_slice, maps_table
 from cumulus.store.rows import read_rows
 from cumulus.store.tables import META, ensure_table, events_table, qualified
 
@@ -47,8 +48,9 @@ APPLIES_COLUMNS = (
     ("status", "STRING"),  # started | done
     ("ingest_batches", "STRING"),  # JSON list of the ingest batch ids taken
     ("events_snapshots", "STRING"),  # JSON {relation: snapshot id} read
-    ("read_snapshots", "STRING"),  # JSON {map: snapshot id} read (pinned)
-    ("written", "STRING"),  # JSON {map: snapshot id of this batch's commit}
+    ("read_snapshot", "BIGINT"),  # the snapshot of maps.entries read (pinned)
+    ("written_snapshot", "BIGINT"),  # the batch's commit in maps.entries
+    ("maps_written", "INT"),  # maps with deltas in that commit
     ("seq_max", "BIGINT"),
     ("events", "BIGINT"),
     ("deltas", "BIGINT"),
@@ -73,8 +75,9 @@ class ApplyRecord:
     status: str
     ingest_batches: list[str]
     events_snapshots: dict[str, int | None]
-    read_snapshots: dict[str, int | None]
-    written: dict[str, int]
+    read_snapshot: int | None
+    written_snapshot: int | None = None
+    maps_written: int = 0
     seq_max: int = 0
     events: int = 0
     deltas: int = 0
@@ -87,7 +90,7 @@ class ApplyRecord:
     @classmethod
     def from_row(cls, row: Mapping) -> ApplyRecord:
         values = dict(row)
-        for key in ("ingest_batches", "events_snapshots", "read_snapshots", "written"):
+        for key in ("ingest_batches", "events_snapshots"):
             values[key] = json.loads(values[key] or ("[]" if key == "ingest_batches" else "{}"))
         return cls(**values)
 
@@ -130,9 +133,10 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return None if current in (None, -1) else int(current)
 
 
-def committed_batches(spark: SparkSession, table: str) -> set[str]:
-    """Apply batch ids that already have a commit in a map table."""
-    return {s.summary[APPLY_BATCH] for s in snapshots(spark, table) if APPLY_BATCH in s.summary}
+def batch_commit(spark: SparkSession, settings: Settings, batch_id: str) -> Snapshot | None:
+    """The commit of an apply, repair or back-fill batch in maps.entries (None: not yet)."""
+    mine = [s for s in snapshots(spark, maps_table(settings)) if s.summary.get(APPLY_BATCH) == batch_id]
+    return mine[-1] if mine else None
 
 
 # ---------------------------------------------------------------- reading inputs
@@ -145,14 +149,11 @@ def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
     return reader.load(table)
 
 
-def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshots_: Mapping[str, int | None]):
-    """A state reader over the maps as of the given snapshots (their rows; an entry is their sum)."""
-
-    def state(name: str) -> DataFrame:
-        info = plan.maps[name]
-        return read_at(spark, map_table(settings, name), snapshots_.get(name)).select(*info.key_names, "value")
-
-    return state
+def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshot: int | None):
+    """A state reader over the maps as of a snapshot of maps.entries (a map's rows; an
+    entry is their sum). The table is read once; each map is its partition of it."""
+    entries = read_at(spark, maps_table(settings), snapshot)
+    return lambda name: map_slice(entries, plan.maps[name])
 
 
 def batch_events(
@@ -176,80 +177,78 @@ def batch_events(
 
 def _new_record(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
-    done: list[ApplyRecord], pin: Mapping[str, int | None] | None,
+    done: list[ApplyRecord], pin: int | None,
 ) -> ApplyRecord | None:
+    """A record of the source's ingest batches of `epoch` not taken yet (one Spark job
+    over every relation's events), or None when there are none."""
     from pyspark.sql import functions as F
 
     taken = {b for r in done for b in r.ingest_batches}
     events_snaps = {rel: current_snapshot_id(spark, events_table(settings, rel)) for rel in plan.order}
-    batches: set[str] = set()
-    seq_max = 0
-    for rel, snap in events_snaps.items():
-        if snap is None:
-            continue
-        rows = (
-            read_at(spark, events_table(settings, rel), snap)
-            .where((F.col("epoch") == epoch) & (F.col("source_id") == source_id))
-            .groupBy("batch_id").agg(F.max("seq").alias("seq"))
-            .collect()
-        )
-        for row in rows:
-            if row["batch_id"] not in taken:
-                batches.add(row["batch_id"])
-                seq_max = max(seq_max, row["seq"])
+    found = [
+        read_at(spark, events_table(settings, rel), snap)
+        .where((F.col("epoch") == epoch) & (F.col("source_id") == source_id))
+        .select("batch_id", "seq")
+        for rel, snap in events_snaps.items()
+        if snap is not None
+    ]
+    if not found:
+        return None
+    rows = functools.reduce(lambda a, b: a.unionAll(b), found).groupBy("batch_id").agg(F.max("seq").alias("seq")).collect()
+    batches = {r["batch_id"]: r["seq"] for r in rows if r["batch_id"] not in taken}
     if not batches:
         return None
-    read = dict(pin) if pin is not None else {m: current_snapshot_id(spark, map_table(settings, m)) for m in plan.maps}
     return ApplyRecord(
         batch_id=f"apply-{epoch}-{source_id}-{uuid.uuid4().hex[:12]}",
         kind="apply", epoch=epoch, source_id=source_id, status="started",
-        ingest_batches=sorted(batches), events_snapshots=events_snaps, read_snapshots=read,
-        written={}, seq_max=seq_max, started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
+        ingest_batches=sorted(batches), events_snapshots=events_snaps,
+        read_snapshot=pin if pin is not None else current_snapshot_id(spark, maps_table(settings)),
+        seq_max=max(batches.values()), started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
 
 @dataclass(frozen=True)
 class Written:
     rows: int
+    maps: int
     snapshot_id: int
 
 
 def write_deltas(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
     deltas: Mapping[str, DataFrame],
-) -> dict[str, Written]:
-    """Append each map's deltas in one commit marked with the batch id, several maps at
-    once (settings.table_workers); maps that already have such a commit (an earlier try)
-    keep it. Returns {map: rows and snapshot of the batch's commit}."""
+) -> Written:
+    """Append every map's deltas to maps.entries in one commit marked with the batch id
+    (an empty one when there are none, so every batch has its commit); an earlier try's
+    commit is kept. Returns the commit's rows, maps and snapshot."""
     from pyspark.sql import functions as F
 
-    def write(name: str) -> Written:
-        table = map_table(settings, name)
-        mine = _batch_commit(spark, table, record.batch_id)
-        if mine is not None:
-            log.info("epoch %d source %d: %s already holds batch %s", record.epoch, record.source_id, name, record.batch_id)
+    mine = batch_commit(spark, settings, record.batch_id)
+    if mine is not None:
+        log.info("epoch %d source %d: maps already hold batch %s", record.epoch, record.source_id, record.batch_id)
+    else:
+        table = maps_table(settings)
+        columns = entries_columns(spark, settings)
+        version = {
+            "epoch": F.lit(record.epoch), "source_id": F.lit(record.source_id), "seq": F.lit(record.seq_max),
+        }
+        frames = [entry_rows(deltas[name], plan.maps[name], columns, version) for name in sorted(deltas)]
+        if frames:
+            rows = functools.reduce(lambda a, b: a.unionAll(b), frames)
         else:
-            info = plan.maps[name]
-            rows = deltas[name].select(
-                *[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)],
-                "value",
-                F.lit(record.epoch).cast("bigint").alias("epoch"),
-                F.lit(record.source_id).cast("int").alias("source_id"),
-                F.lit(record.seq_max).cast("bigint").alias("seq"),
-            )
-            props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
-            rows.writeTo(table).options(**write_options(props)).append()
-            fault_point("apply.after-map-commit")
-            mine = _batch_commit(spark, table, record.batch_id)
-            assert mine is not None, f"{table}: the commit of batch {record.batch_id} is not in its history"
-        return Written(int(mine.summary.get("added-records", 0)), mine.snapshot_id)
-
-    return for_each(write, sorted(deltas), settings.table_workers, f"epoch {record.epoch} map appends")
+            rows = spark.createDataFrame([], spark.table(table).schema)
+        props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
+        rows.writeTo(table).options(**write_options(props)).append()
+        fault_point("apply.after-commit")
+        mine = batch_commit(spark, settings, record.batch_id)
+        assert mine is not None, f"{table}: the commit of batch {record.batch_id} is not in its history"
+    return Written(
+        int(mine.summary.get("added-records", 0)), int(mine.summary.get("changed-partition-count", 0)), mine.snapshot_id
+    )
 
 
-def _batch_commit(spark: SparkSession, table: str, batch_id: str):
-    mine = [s for s in snapshots(spark, table) if s.summary.get(APPLY_BATCH) == batch_id]
-    return mine[-1] if mine else None
+def record_written(record: ApplyRecord, written: Written) -> None:
+    record.written_snapshot, record.maps_written, record.deltas = written.snapshot_id, written.maps, written.rows
 
 
 def count_events(events: Mapping[str, DataFrame]) -> int:
@@ -264,11 +263,11 @@ def count_events(events: Mapping[str, DataFrame]) -> int:
 
 def apply_source(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
-    pin: Mapping[str, int | None] | None = None,
+    pin: int | None = None,
 ) -> ApplyRecord | None:
     """Apply the source's events of `epoch` not applied yet (resuming an interrupted
-    apply first). `pin` overrides the map snapshots to read (tests of concurrency and
-    repair). Returns the record, or None when there was nothing to apply."""
+    apply first). `pin` overrides the snapshot of maps.entries to read (tests of
+    concurrency and repair). Returns the record, or None when there was nothing to apply."""
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"apply epoch {epoch} source {source_id}"):
         records = [r for r in apply_records(spark, settings, epoch) if r.source_id == source_id and r.kind == "apply"]
@@ -285,13 +284,9 @@ def apply_source(
         fault_point("apply.after-record")
         t0, meter = time.perf_counter(), StageMeter(spark)
         events = batch_events(spark, settings, plan, record)
-        deltas = evaluate_batch(
-            plan, events, map_state(spark, settings, plan, record.read_snapshots), settings.table_workers
-        )
-        written = write_deltas(spark, settings, plan, record, deltas)
-        record.written = {name: w.snapshot_id for name, w in written.items()}
+        deltas = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
+        record_written(record, write_deltas(spark, settings, plan, record, deltas))
         record.events = count_events(events)
-        record.deltas = sum(w.rows for w in written.values())
         record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
         io = meter.read()
         record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written
@@ -299,8 +294,8 @@ def apply_source(
         record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         save_record(spark, settings, record)
         log.info(
-            "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%.1f s, %s read, %s written)",
-            epoch, source_id, record.events, record.deltas, len(record.written), record.seconds,
+            "epoch %d source %d: applied %d events -> %d delta rows in %d maps, one commit (%.1f s, %s read, %s written)",
+            epoch, source_id, record.events, record.deltas, record.maps_written, record.seconds,
             human_bytes(record.bytes_read), human_bytes(record.bytes_written),
         )
         return record

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from cumulus.engine.apply import (
     current_snapshot_id,
     ensure_applies_table,
     map_state,
+    record_written,
     save_record,
     write_deltas,
 )
@@ -35,11 +36,11 @@ from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.errors import StoreError
 from cumulus.ingest.faults import fault_point
 from cumulus.parallel import for_each
-from cumulus.store.commit import FOLDED_EPOCH, snapshots
+from cumulus.store.commit import FOLDED_EPOCH, Snapshot, snapshots
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import APPLIED, CLOSED, OPEN, check_in_order, ledger_rows, transition
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import COMPACTED_THROUGH, compact_map, map_table
+from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table
 from cumulus.store.tables import base_table, events_table
 
 if TYPE_CHECKING:
@@ -65,55 +66,45 @@ def sources_with_events(spark: SparkSession, settings: Settings, plan: BatchPlan
 # ---------------------------------------------------------------- repair
 
 
-def _state_before(spark: SparkSession, settings: Settings, name: str, record: ApplyRecord, first_commit: int | None) -> int | None:
-    """The snapshot of map `name` that the batch should have read: the state just before
-    its own commit there (its parent), or, for a map it did not write, the last snapshot
-    committed before the batch's first commit. A batch that wrote nothing needs none."""
-    if first_commit is None:
-        return record.read_snapshots.get(name)
-    snaps = snapshots(spark, map_table(settings, name))
-    mine = [s for s in snaps if s.summary.get(APPLY_BATCH) == record.batch_id]
-    if mine:
-        return mine[0].parent_id
-    before = [s for s in snaps if s.committed_at <= first_commit]
-    return before[-1].snapshot_id if before else None
-
-
-def _first_commit(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int | None:
-    times = [
-        s.committed_at
-        for name in record.written
-        for s in snapshots(spark, map_table(settings, name))
-        if s.summary.get(APPLY_BATCH) == record.batch_id
-    ]
-    return min(times) if times else None
+def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | None:
+    """The snapshot of maps.entries that the batch should have read, when it read another:
+    its commit's parent, if a delta (an apply, repair or back-fill commit) was committed
+    between the snapshot it read and its own commit. None when it read the right state
+    (compactions and file rewrites in between change no entry)."""
+    mine = by_id.get(record.written_snapshot) if record.written_snapshot is not None else None
+    if mine is None:
+        return None
+    snap = by_id.get(mine.parent_id) if mine.parent_id is not None else None
+    while snap is not None and snap.snapshot_id != record.read_snapshot:
+        if APPLY_BATCH in snap.summary:
+            return mine.parent_id
+        snap = by_id.get(snap.parent_id) if snap.parent_id is not None else None
+    return None
 
 
 def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> int:
     """Append corrective deltas for every batch of the epoch that read a map state
     missing deltas committed before its own commit (concurrent applies: the paper's
     unfulfilled dependencies). The correction is the batch evaluated against the state
-    it should have seen minus what it wrote; it touches only the batch's keys. Returns
-    how many batches were repaired (0 where writers are serialized)."""
+    it should have seen minus what it wrote; it touches only the batch's keys. Reads the
+    maps table's history once. Returns how many batches were repaired (0 where writers
+    are serialized)."""
     from pyspark.sql import functions as F
 
     repaired = 0
-    done = {r.batch_id for r in apply_records(spark, settings, epoch) if r.kind == "repair"}
-    for record in apply_records(spark, settings, epoch):
-        if record.kind != "apply" or record.status != "done":
+    records = apply_records(spark, settings, epoch)
+    done = {r.batch_id for r in records if r.kind == "repair"}
+    by_id = {s.snapshot_id: s for s in snapshots(spark, maps_table(settings))}
+    for record in records:
+        if record.kind != "apply" or record.status != "done" or f"repair-{record.batch_id}" in done:
             continue
-        first = _first_commit(spark, settings, plan, record)
-        should = {m: _state_before(spark, settings, m, record, first) for m in plan.maps}
-        stale = [m for m in plan.maps if should[m] != record.read_snapshots.get(m)]
-        repair_id = f"repair-{record.batch_id}"
-        if not stale or repair_id in done:
+        should = _stale_read(by_id, record)
+        if should is None:
             continue
-        log.info("epoch %d: batch %s read a stale state of %s; repairing", epoch, record.batch_id, ", ".join(stale))
+        log.info("epoch %d: batch %s read a stale state of the maps; repairing", epoch, record.batch_id)
         events = batch_events(spark, settings, plan, record)
         right = evaluate_batch(plan, events, map_state(spark, settings, plan, should), settings.table_workers)
-        wrong = evaluate_batch(
-            plan, events, map_state(spark, settings, plan, record.read_snapshots), settings.table_workers
-        )
+        wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
         corrections: dict[str, DataFrame] = {}
         for name in set(right) | set(wrong):
             parts = []
@@ -126,13 +117,12 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
             agg = df.groupBy(*keys).agg(F.sum("value").alias("value")) if keys else df.agg(F.sum("value").alias("value"))
             corrections[name] = agg.where(F.col("value") != 0)
         fix = ApplyRecord(
-            batch_id=repair_id, kind="repair", epoch=epoch, source_id=record.source_id, status="started",
-            ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
-            read_snapshots=should, written={}, seq_max=record.seq_max,
+            batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
+            status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
+            read_snapshot=should, seq_max=record.seq_max,
         )
-        written = write_deltas(spark, settings, plan, fix, corrections)
-        fix.status, fix.deltas = "done", sum(w.rows for w in written.values())
-        fix.written = {name: w.snapshot_id for name, w in written.items()}
+        record_written(fix, write_deltas(spark, settings, plan, fix, corrections))
+        fix.status = "done"
         save_record(spark, settings, fix)
         repaired += 1
     return repaired
@@ -216,15 +206,12 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
         with steps("compact_maps"):
-            compacted = for_each(
-                lambda m: compact_map(spark, settings, m, epoch, when_due=True),
-                plan.maps, settings.table_workers, f"epoch {epoch} map compaction",
-            )
-        maps = [map_table(settings, m) for m in plan.maps]
-        steps.writes_from_commits("compact_maps", maps, COMPACTED_THROUGH, epoch)
+            compacted = compact_maps(spark, settings, epoch, when_due=True)
+        maps = maps_table(settings)
+        steps.writes_from_commits("compact_maps", [maps], COMPACTED_THROUGH, epoch)
         fault_point("close.after-compact")
         with steps("tag"):
-            tagged = tag_tables(spark, maps + bases, epoch, settings.table_workers)
+            tagged = tag_tables(spark, [maps, *bases], epoch, settings.table_workers)
         fault_point("close.after-tag")
         records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]
         applies = [r for r in records if r.kind == "apply"]
@@ -233,9 +220,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             "deltas": sum(r.deltas for r in records),
             "batches": len(applies),
             "repaired_batches": repaired,
-            # maps rewritten as one row per entry (their delta rows outgrew
+            # delta rows of the maps rewritten as one row per entry (they outgrew
             # map_compaction_ratio); a resumed close counts only its own run
-            "compacted_maps": sum(1 for rows in compacted.values() if rows),
+            "compacted_map_rows": compacted,
             # base tables rewritten compact after their fold (their layers outgrew
             # base_compaction_ratio); a resumed close counts only its own run
             "compacted_bases": sum(f.compacted for f in folds.values()),

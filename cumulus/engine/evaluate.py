@@ -46,33 +46,11 @@ from cumulus.m3.validate import CheckedProgram, MapInfo
 from cumulus.parallel import for_each
 from cumulus.sql.calculus import rename
 from cumulus.sql.to_m3 import BatchStatement
+from cumulus.store.maps import value_type
 
 
 class EngineError(CumulusError):
     """The Spark engine cannot run a program or a batch as asked."""
-
-
-# ---------------------------------------------------------------- value types
-
-# Decimal maps are DECIMAL(38, 6). Spark keeps at least 6 digits of scale when a product
-# outgrows 38 digits, so values whose exact scale is at most 6 (sums of products of up to
-# three DECIMAL(p,2) columns, as in TPC-H) stay exact.
-MAX_SCALE = 6
-
-
-def value_type(info: MapInfo) -> T.DataType:
-    return {"int": T.LongType(), "float": T.DoubleType(), "decimal": T.DecimalType(38, MAX_SCALE)}[info.type]
-
-
-def key_type(type_: str) -> T.DataType:
-    return {
-        "int": T.LongType(),
-        "float": T.DoubleType(),
-        "decimal": T.DecimalType(38, MAX_SCALE),
-        "string": T.StringType(),
-        "date": T.DateType(),
-        "bool": T.BooleanType(),
-    }[type_]
 
 
 # ---------------------------------------------------------------- expressions

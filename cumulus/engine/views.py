@@ -1,7 +1,11 @@
-"""`view add`: compile a new view together with the registered ones (sharing maps),
-create the tables of the maps it adds and back-fill them from base.* as of the latest
-closed epoch, tagged with that epoch so the view is readable at once. Idempotent: a
-retry skips the tables and the back-fill already committed."""
+"""`view add`: compile a new view together with the registered ones (sharing maps), add
+the key slots its new maps need to maps.entries and back-fill them from base.* as of the
+latest closed epoch, in one commit that the epoch's tag then points at, so the view is
+readable at once. Idempotent: a retry skips the back-fill already committed.
+
+The tag can move there because a view is added only while the open epoch has no applied
+batch: the maps table holds the closed epoch's state, so the back-fill's commit reads the
+same as the tag for every other map."""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from cumulus.config import Settings
 from cumulus.engine.apply import (
     ApplyRecord,
     apply_records,
-    committed_batches,
+    batch_commit,
+    current_snapshot_id,
     ensure_applies_table,
     write_deltas,
 )
@@ -33,9 +38,17 @@ from cumulus.engine.registry import (
 )
 from cumulus.schema import Schema
 from cumulus.sql.views import Compilation
-from cumulus.store.ledger import CLOSED, PUBLISHED, check_in_order, current_epoch, ledger_rows
+from cumulus.store.ledger import (
+    CLOSED,
+    PUBLISHED,
+    check_in_order,
+    current_epoch,
+    ledger_row,
+    ledger_rows,
+    transition,
+)
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import create_map_table, map_table
+from cumulus.store.maps import ensure_maps_table, map_slice, maps_table
 from cumulus.store.tables import base_table
 
 if TYPE_CHECKING:
@@ -55,7 +68,6 @@ def backfill(
     """Evaluate the whole program over base.* (each tuple an insert of its multiplicity)
     from an empty state, and write the deltas of `maps` only."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     events: dict[str, DataFrame] = {}
     for rel in plan.order:
@@ -65,17 +77,13 @@ def backfill(
         df = reader.load(base_table(settings, rel))
         events[rel] = df.select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
 
-    def empty(map_name: str) -> DataFrame:
-        schema = spark.table(map_table(settings, map_name)).select(*plan.maps[map_name].key_names, "value").schema
-        return spark.createDataFrame([], T.StructType(schema.fields))
-
-    deltas = evaluate_batch(plan, events, empty, settings.table_workers)
+    nothing = spark.table(maps_table(settings)).where(F.lit(False))
+    deltas = evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
     record = ApplyRecord(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
-        ingest_batches=[], events_snapshots={}, read_snapshots={}, written={},
+        ingest_batches=[], events_snapshots={}, read_snapshot=None,
     )
-    written = write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps})
-    return sum(w.rows for w in written.values())
+    return write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps}).rows
 
 
 def add_view(
@@ -104,15 +112,18 @@ def add_view(
             )
         plan = batch_plan(compiled)
         added = [m for m in compiled.checked.maps if m not in before]
-        for m in added:
-            create_map_table(spark, settings, compiled.checked.maps[m])
+        ensure_maps_table(spark, settings, [compiled.checked.maps[m] for m in added])
         closed = latest_closed_epoch(spark, settings)
-        if f"backfill-{name}" not in set().union(*(committed_batches(spark, map_table(settings, m)) for m in added)):
+        if batch_commit(spark, settings, f"backfill-{name}") is None:
             rows = backfill(spark, settings, plan, added, name, closed)
             log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), rows, closed)
         if closed is not None:
-            for m in added:
-                spark.sql(f"ALTER TABLE {map_table(settings, m)} CREATE OR REPLACE TAG `{tag_name(closed)}`")
+            # The closed epoch's tag and ledger row now name the snapshot with the back-fill.
+            snap = current_snapshot_id(spark, maps_table(settings))
+            spark.sql(f"ALTER TABLE {maps_table(settings)} CREATE OR REPLACE TAG `{tag_name(closed)}` AS OF VERSION {snap}")
+            row = ledger_row(spark, settings, closed)
+            if row is not None and row.snapshots.get(maps_table(settings)) != snap:
+                transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
         row = (name, sql, kind, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
         spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
         return compiled

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cumulus.m3.ast import And, Cmp, Const, Expr, If, IsNull, Var
+from cumulus.m3.validate import MapInfo
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Query
 from cumulus.sql.views import Compilation
@@ -30,6 +31,7 @@ class MapFacts:
     value_type: str  # int | decimal | float
     kind: str  # COUNT or VALUE
     not_null_keys: tuple[str, ...]  # key columns that can never hold NULL
+    info: MapInfo  # the map's names and types, to read its slice of maps.entries
 
 
 def map_facts(compilation: Compilation) -> dict[str, MapFacts]:
@@ -41,7 +43,7 @@ def map_facts(compilation: Compilation) -> dict[str, MapFacts]:
         nonnull = not_null_vars(query, compilation.schema)
         keys = tuple(info.key_names)
         required = tuple(k for k, var in zip(keys, query.keys, strict=True) if var in nonnull)
-        out[name] = MapFacts(name, keys, info.type, COUNT if counts_rows(query) else VALUE, required)
+        out[name] = MapFacts(name, keys, info.type, COUNT if counts_rows(query) else VALUE, required, info)
     return out
 
 

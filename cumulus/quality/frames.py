@@ -16,7 +16,7 @@ from cumulus.config import Settings
 from cumulus.engine.close import tag_name
 from cumulus.quality.facts import MapFacts
 from cumulus.schema import Relation
-from cumulus.store.maps import map_table
+from cumulus.store.maps import map_slice, maps_table
 from cumulus.store.tables import base_table, events_table
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
     first key column that is NULL although it cannot be, else NULL)."""
     from pyspark.sql import functions as F
 
+    tagged = at_tag(spark, maps_table(settings), epoch)
     parts = []
     for m in maps:
         null_key = (
@@ -56,7 +57,7 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
             else F.lit(None).cast("string")
         )
         entries = (
-            at_tag(spark, map_table(settings, m.name), epoch)
+            map_slice(tagged, m.info)
             .groupBy(*[F.col(f"`{k}`") for k in m.keys])
             .agg(F.sum("value").alias("value"), F.count(F.lit(1)).alias("rows"))
             .where((F.col("rows") > 0) & (F.col("value").isNull() | (F.col("value") != 0)))

@@ -118,7 +118,7 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
-    from cumulus.store.maps import map_table
+    from cumulus.store.maps import maps_table
     from cumulus.store.tables import base_table
 
     schema = load_home_schema(settings)
@@ -128,7 +128,7 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     facts = map_facts(compilation) if compilation else {}
     sharing = compilation.sharing() if compilation else {}
     due_maps = [m for m in facts if set(sharing.get(m, ())) & set(due)]
-    tables = {map_table(settings, m): "map" for m in due_maps}
+    tables = {maps_table(settings): "maps"} if due_maps else {}
     tables.update({base_table(settings, r.name): "base" for r in schema.relations})
     catalog = pyiceberg_catalog(settings)
     tags = {t: _tag_snapshot(catalog, t, epoch) for t in tables}
@@ -137,7 +137,7 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
         compilation=compilation,
         views=due,
         skipped_views=[v.name for v in views if v.added_epoch > epoch],
-        maps=[facts[m] for m in due_maps if tags[map_table(settings, m)] is not None],
+        maps=[facts[m] for m in due_maps if tags[maps_table(settings)] is not None],
         relations=[r for r in schema.relations if tags[base_table(settings, r.name)] is not None],
         tables=tables,
         tags=tags,

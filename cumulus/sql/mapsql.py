@@ -4,8 +4,8 @@ in cumulus/sql/views.py (view_rows), for readers that speak SQL (the Thrift serv
 
 The query mirrors view_rows step by step, so its rows are exactly `Reader.read_view`'s:
 
-    maps      every map the view reads, its delta rows summed per key (a tag holds one
-              row per key, main may hold several)
+    maps      every map the view reads: its rows of maps.entries (its key slots named as
+              its keys, its value slot as `value`), summed per key
     groups    the group-count map's keys whose count is above zero (a view without GROUP
               BY has exactly one row, whatever its maps hold)
     columns   group columns from the group's key; COUNT(...) the count map's entry (0 when
@@ -20,11 +20,12 @@ entries as it does in the Python reads."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from cumulus.errors import CumulusError
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
+from cumulus.store.maps import ENTRIES, key_slots, value_slot
+from cumulus.store.tables import MAPS
 
 
 class ViewSQLError(CumulusError):
@@ -65,12 +66,12 @@ def view_sql(
     version: int | str | None = None,
     *,
     catalog: str | None = None,
-    table: Callable[[str], str] | None = None,
+    table: str | None = None,
     order: bool = True,
 ) -> str:
     """Spark SQL giving the rows of `view_name` (columns in SELECT order) from its maps,
-    at `version` (see tag_of). Map tables are `[catalog.]maps.<map>`, or whatever `table`
-    returns for a map name (dbt's `{{ source(...) }}`). `order` sorts by the group columns."""
+    at `version` (see tag_of). The maps table is `[catalog.]maps.entries`, or `table`
+    (dbt's `{{ source(...) }}`). `order` sorts by the group columns."""
     plan = compilation.views.get(view_name)
     if plan is None:
         known = ", ".join(compilation.views) or "none"
@@ -78,12 +79,12 @@ def view_sql(
     tag = tag_of(version)
     if table is None:
         prefix = f"{quote(catalog)}." if catalog else ""
-        table = lambda m: f"{prefix}maps.{quote(m)}"  # noqa: E731
+        table = f"{prefix}{MAPS}.{ENTRIES}"
     return _Builder(compilation, plan, tag, table).sql(order)
 
 
 class _Builder:
-    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: Callable[[str], str]):
+    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: str):
         self.maps = compilation.checked.maps
         self.plan = plan
         self.tag = tag
@@ -97,12 +98,16 @@ class _Builder:
         """The map's entries: its rows summed per key."""
         if name in self.map_ctes:
             return self.map_ctes[name]
-        keys = [quote(k) for k in self.maps[name].key_names]
+        info = self.maps[name]
+        slots = [quote(s) for s in key_slots(info)]
         version = f" VERSION AS OF '{self.tag}'" if self.tag else ""
-        select = ", ".join([*keys, "SUM(`value`) AS `value`"])
-        body = f"SELECT {select}\n    FROM {self.table(name)}{version}"
-        if keys:
-            body += f"\n    GROUP BY {', '.join(keys)}"
+        select = ", ".join(
+            [*(f"{s} AS {quote(k)}" for s, k in zip(slots, info.key_names, strict=True)),
+             f"SUM({quote(value_slot(info.type))}) AS `value`"]
+        )
+        body = f"SELECT {select}\n    FROM {self.table}{version}\n    WHERE `map` = '{name}'"
+        if slots:
+            body += f"\n    GROUP BY {', '.join(slots)}"
         cte = f"map_{len(self.map_ctes)}"
         self.map_ctes[name] = cte
         self.ctes[cte] = body

@@ -11,7 +11,7 @@ Which snapshots stay (Iceberg's expire_snapshots keeps every snapshot a ref poin
 
 Compaction first rewrites every base table that has fold layers as one row per live tuple
 (cumulus/store/fold.py: the close appends each epoch's net changes and compacts only past
-`base_compaction_ratio`) and every map table that holds delta rows of closed epochs as
+`base_compaction_ratio`) and the maps table, when it holds delta rows of closed epochs, as
 one row per entry (cumulus/store/maps.py: applies append, the close compacts only past
 `map_compaction_ratio`; the open epoch's rows stay as they are, its close repairs against
 them), then runs Iceberg's rewrite_data_files (bin-pack to
@@ -34,8 +34,8 @@ from cumulus.config import Settings
 from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import compact_map
-from cumulus.store.tables import MAPS, NAMESPACES, attach_catalog, base_table
+from cumulus.store.maps import compact_maps, maps_table
+from cumulus.store.tables import NAMESPACES, attach_catalog, base_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,7 +54,7 @@ class TableReport:
     files_added: int = 0
     delete_files_removed: int = 0
     layer_rows_compacted: int = 0  # base tables: fold-layer rows merged into the compact part
-    delta_rows_compacted: int = 0  # map tables: delta rows of closed epochs summed per entry
+    delta_rows_compacted: int = 0  # the maps table: delta rows of closed epochs summed per entry
     seconds: float = 0.0
 
 
@@ -113,7 +113,6 @@ def maintain(
     with catalog_lock(settings, "maintenance"):
         closed = max((r.epoch for r in ledger_rows(spark, settings) if r.state in DONE), default=None)
         every = home_tables(spark, settings)
-        maps = {t for t in every if t.split(".")[-2] == MAPS}
         cutoff = retention_cutoff(spark, settings, retain_for, now)
         stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         for table in tables or every:
@@ -124,8 +123,8 @@ def maintain(
             rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = 0
             if compact and table in bases:
                 layer_rows = compact_base(spark, settings, bases[table])
-            if compact and table in maps and closed is not None:
-                delta_rows = compact_map(spark, settings, table.split(".")[-1], closed)
+            if compact and table == maps_table(settings) and closed is not None:
+                delta_rows = compact_maps(spark, settings, closed)
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("

@@ -1,74 +1,150 @@
-"""Map tables (`maps.<map>`): key columns, `value`, and the version of the delta that
-wrote the row (`epoch`, `source_id`, `seq`). Apply appends deltas and nothing rewrites
-them on the hot path: an entry's value at any snapshot is the sum of its rows (zero sums
-are absent entries), as every reader computes it (lazy Cleanup). Compaction (the paper's
-Cleanup, amortized) rewrites the rows of closed epochs as one row per entry, carrying the
-epoch compacted through (source_id 0): after a close once the delta rows outgrow
-`map_compaction_ratio` of the compacted rows (and `map_compaction_min_rows`), and in
-maintenance. It is one overwrite commit that changes no entry's value, so tags and the
-main branch read the same before and after, a crash leaves either state, and a retry
-finds nothing to do.
-Partitioned on the first key (the key programs look entries up by), sorted by the keys
-inside files, so a batch reads only the files its keys can be in."""
+"""The maps of a home, all in one Iceberg table, `maps.entries`: one row per delta of one
+map entry, so a batch is one commit and a close one tag whatever the number of maps
+(the paper keeps every map in one key-value store).
+
+    map                  the map's name (identity partition: a map's rows are its files)
+    k<i>_<type>          key i of the maps whose key i has that M3 type (key slots, added
+                         by schema evolution as maps need them; NULL for other maps)
+    v_int v_float v_decimal
+                         the value, in the slot of the map's value type
+    epoch source_id seq  the version of the delta that wrote the row
+
+A map's slice (`map_slice`) is its rows with the slots renamed to its key names and
+`value`. Apply appends deltas and nothing rewrites them on the hot path: an entry's value
+at any snapshot is the sum of its rows (zero sums are absent entries), as every reader
+computes it (lazy Cleanup). Compaction (the paper's Cleanup, amortized) rewrites the rows
+of closed epochs as one row per entry, carrying the epoch compacted through (source_id
+0): after a close once the delta rows outgrow `map_compaction_ratio` of the compacted
+rows (and `map_compaction_min_rows`), and in maintenance. It is one overwrite commit that
+changes no entry's value, so tags and branches read the same before and after, a crash
+leaves either state, and a retry finds nothing to do."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.engine.evaluate import key_type, value_type
 from cumulus.m3.validate import MapInfo
 from cumulus.store import commit
 from cumulus.store.tables import MAPS, MERGE_ON_READ, qualified
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 log = logging.getLogger("cumulus.maps")
 
+ENTRIES = "entries"
 VERSION_COLUMNS = (("epoch", "BIGINT"), ("source_id", "INT"), ("seq", "BIGINT"))
+VALUE_TYPES = ("int", "float", "decimal")
 COMPACTED_SOURCE = 0  # source_id of the rows a compaction writes
 COMPACTED_THROUGH = "cumulus.map-compacted-through"  # commit mark: the closed epoch compacted through
-BUCKETS = 8
+
+# Decimal maps are DECIMAL(38, 6). Spark keeps at least 6 digits of scale when a product
+# outgrows 38 digits, so values whose exact scale is at most 6 (sums of products of up to
+# three DECIMAL(p,2) columns, as in TPC-H) stay exact.
+MAX_SCALE = 6
+SPARK_DDL = {
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "decimal": f"DECIMAL(38,{MAX_SCALE})",
+    "string": "STRING",
+    "date": "DATE",
+    "bool": "BOOLEAN",
+}
 
 
+def key_type(type_: str) -> DataType:
+    """The Spark type of a key of M3 type `type_` (what the evaluator computes with)."""
+    from pyspark.sql.types import _parse_datatype_string
 
-def map_table(settings: Settings, name: str) -> str:
-    return qualified(settings, MAPS, name)
-
-
-def map_columns(info: MapInfo) -> list[tuple[str, str]]:
-    # The Spark types the evaluator computes with, as DDL: one mapping for both.
-    keys = [(k, key_type(t).simpleString()) for k, t in zip(info.key_names, info.key_types, strict=True)]
-    return keys + [("value", value_type(info).simpleString())] + list(VERSION_COLUMNS)
+    return _parse_datatype_string(SPARK_DDL[type_])
 
 
-def create_map_table(spark: SparkSession, settings: Settings, info: MapInfo) -> bool:
-    """Create `maps.<name>` if missing, with one empty snapshot so it can be read and
-    tagged before its first delta. True when it was created."""
-    table = map_table(settings, info.name)
-    if spark.catalog.tableExists(table):
-        return False
-    cols = ", ".join(f"`{c}` {t}" for c, t in map_columns(info))
-    partition = f" PARTITIONED BY (bucket({BUCKETS}, `{info.key_names[0]}`))" if info.key_names else ""
-    spark.sql(
-        f"CREATE TABLE {table} ({cols}) USING iceberg{partition} "
-        f"TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash', {MERGE_ON_READ})"
-    )
-    if info.key_names:
-        spark.sql(f"ALTER TABLE {table} WRITE ORDERED BY {', '.join(f'`{k}`' for k in info.key_names)}")
-    # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does not).
-    spark.createDataFrame([], ", ".join(f"`{c}` {t}" for c, t in map_columns(info))).writeTo(table).append()
-    return True
+def value_type(info: MapInfo) -> DataType:
+    return key_type(info.type)
+
+
+def maps_table(settings: Settings) -> str:
+    return qualified(settings, MAPS, ENTRIES)
+
+
+def key_slot(i: int, type_: str) -> str:
+    return f"k{i}_{type_}"
+
+
+def value_slot(type_: str) -> str:
+    return f"v_{type_}"
+
+
+def key_slots(info: MapInfo) -> list[str]:
+    return [key_slot(i, t) for i, t in enumerate(info.key_types)]
+
+
+def fixed_columns() -> list[tuple[str, str]]:
+    return [("map", "STRING"), *((value_slot(t), SPARK_DDL[t]) for t in VALUE_TYPES), *VERSION_COLUMNS]
+
+
+def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[MapInfo]) -> bool:
+    """Create `maps.entries` if missing (with one empty snapshot, so it can be read and
+    tagged before its first delta) and add the key slots `maps` need that it lacks. True
+    when it was created."""
+    table = maps_table(settings)
+    created = not spark.catalog.tableExists(table)
+    if created:
+        cols = ", ".join(f"`{c}` {t}" for c, t in fixed_columns())
+        spark.sql(
+            f"CREATE TABLE {table} ({cols}) USING iceberg PARTITIONED BY (`map`) "
+            f"TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash', {MERGE_ON_READ})"
+        )
+    have = set(spark.table(table).columns)
+    needed: dict[str, str] = {}
+    for info in maps:
+        for slot, type_ in zip(key_slots(info), info.key_types, strict=True):
+            if slot not in have:
+                needed[slot] = SPARK_DDL[type_]
+    if needed:
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'`{c}` {t}' for c, t in sorted(needed.items()))})")
+    if created:
+        # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does not).
+        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+    return created
+
+
+def map_slice(entries: DataFrame, info: MapInfo) -> DataFrame:
+    """The map's rows of an entries frame (any snapshot) as (key names..., value)."""
+    from pyspark.sql import functions as F
+
+    keys = [F.col(slot).alias(name) for slot, name in zip(key_slots(info), info.key_names, strict=True)]
+    return entries.where(F.col("map") == info.name).select(*keys, F.col(value_slot(info.type)).alias("value"))
+
+
+def entry_rows(
+    deltas: DataFrame, info: MapInfo, columns: Sequence[tuple[str, DataType]], version: Mapping[str, Column]
+) -> DataFrame:
+    """A map's deltas (k0..kn, value) as rows of the entries table, whose columns (name,
+    type) are `columns`: the map's slots filled, the other slots NULL, the version columns
+    from `version`."""
+    from pyspark.sql import functions as F
+
+    filled = {slot: F.col(f"k{i}") for i, slot in enumerate(key_slots(info))}
+    filled[value_slot(info.type)] = F.col("value")
+    filled["map"] = F.lit(info.name)
+    filled.update(version)
+    return deltas.select(*[filled.get(c, F.lit(None)).cast(t).alias(c) for c, t in columns])
+
+
+def entries_columns(spark: SparkSession, settings: Settings) -> list[tuple[str, DataType]]:
+    return [(f.name, f.dataType) for f in spark.table(maps_table(settings)).schema.fields]
 
 
 @dataclass(frozen=True)
 class MapRows:
-    """Where a map table stands since its last compaction, from its metadata alone:
+    """Where the maps table stands since its last compaction, from its metadata alone:
     `pending` delta rows of epochs up to the one asked about were appended after it,
     which left `compacted_rows` rows (0: never compacted)."""
 
@@ -77,7 +153,7 @@ class MapRows:
 
 
 def map_rows_in(meta: Mapping[str, Any], through: int) -> MapRows:
-    """The map's rows at its current snapshot (a metadata.json document): walks the
+    """The table's rows at its current snapshot (a metadata.json document): walks the
     ancestry back to the nearest compaction, counting the rows appended by deltas of
     epochs <= `through` (apply, repair and back-fill commits carry `cumulus.epoch`; file
     rewrites of maintenance add no rows and are skipped)."""
@@ -90,9 +166,9 @@ def map_rows_in(meta: Mapping[str, Any], through: int) -> MapRows:
     return MapRows(pending, 0)
 
 
-def compact_map(spark: SparkSession, settings: Settings, name: str, through: int, *, when_due: bool = False) -> int:
+def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_due: bool = False) -> int:
     """Rewrite the rows of epochs <= `through` (closed: nothing repairs them any more) of
-    `maps.<name>` as one row per entry, zero sums dropped, and keep the later rows as they
+    every map as one row per entry, zero sums dropped, and keep the later rows as they
     are, in one overwrite commit marked `cumulus.map-compacted-through`. Does nothing
     when no such row was appended since the last compaction, nor, `when_due` (the
     close), unless those rows exceed `map_compaction_ratio` times the rows it left and
@@ -100,28 +176,31 @@ def compact_map(spark: SparkSession, settings: Settings, name: str, through: int
     The caller holds the catalog lock. Returns the delta rows compacted (0: none)."""
     from pyspark.sql import functions as F
 
-    table = map_table(settings, name)
+    table = maps_table(settings)
     state = map_rows_in(commit.table_metadata(spark, table), through)
     due = state.pending > max(settings.map_compaction_ratio * state.compacted_rows, settings.map_compaction_min_rows)
     if state.pending == 0 or (when_due and not due):
         return 0
     started = time.perf_counter()
     rows = spark.table(table)
+    values = [value_slot(t) for t in VALUE_TYPES]
     versions = {c for c, _ in VERSION_COLUMNS}
-    keys = [F.col(f"`{f.name}`") for f in rows.schema.fields if f.name != "value" and f.name not in versions]
+    keys = [c for c in rows.columns if c not in versions and c not in values]  # map and the key slots
+    live = F.lit(False)
+    for v in values:
+        live = live | (F.coalesce(F.col(v) != 0, F.lit(False)))
     summed = (
         rows.where(F.col("epoch") <= through)
         .groupBy(*keys)
-        .agg(F.sum("value").cast(rows.schema["value"].dataType).alias("value"))
-        .where(F.col("value") != 0)
+        .agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
+        .where(live)
         .select(
-            *keys, "value", F.lit(through).cast("bigint").alias("epoch"),
+            *keys, *values, F.lit(through).cast("bigint").alias("epoch"),
             F.lit(COMPACTED_SOURCE).cast("int").alias("source_id"), F.lit(0).cast("bigint").alias("seq"),
         )
     )
     kept = rows.where(F.col("epoch") > through)
     props = commit.write_options({COMPACTED_THROUGH: through})
-    summed.unionByName(kept).writeTo(table).options(**props).overwrite(F.lit(True))
-    log.info("maps.%s: compacted %d delta rows through epoch %d (%.1f s)",
-             name, state.pending, through, time.perf_counter() - started)
+    summed.unionByName(kept).select(*rows.columns).writeTo(table).options(**props).overwrite(F.lit(True))
+    log.info("maps: compacted %d delta rows through epoch %d (%.1f s)", state.pending, through, time.perf_counter() - started)
     return state.pending

@@ -102,7 +102,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int) -> 
         assert ledger_row(spark, settings, epoch).state == "closed"
         assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
         assert metrics["applies_bytes_read"] > 0 and metrics["applies_bytes_written"] > 0
-        compacted += metrics["compacted_maps"]
+        compacted += metrics["compacted_map_rows"]
         shown = cli_json(capsys, "--home", str(settings.home), "epoch", "show", str(epoch), "--format", "json")
         assert {"field": "state", "value": "closed"} in shown
         assert {"field": "metrics.deltas", "value": metrics["deltas"]} in shown

@@ -9,19 +9,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from cumulus.engine.evaluate import (
-    evaluate_batch,
-    key_type,
-    plan_from_compilation,
-    plan_from_program,
-    value_type,
-)
+from cumulus.engine.evaluate import evaluate_batch, plan_from_compilation, plan_from_program
 from cumulus.ingest.synthetic import generate_events
 from cumulus.m3.interpreter import Interpreter
 from cumulus.m3.parser import parse_program
 from cumulus.m3.validate import validate
 from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views
+from cumulus.store.maps import key_type, value_type
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED = Path(__file__).resolve().parents[3] / "shared"

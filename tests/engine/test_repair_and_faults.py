@@ -23,7 +23,7 @@ from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.store.commit import snapshots
 from cumulus.store.ledger import ledger_row
-from cumulus.store.maps import map_table
+from cumulus.store.maps import maps_table
 
 pytestmark = pytest.mark.e2e
 
@@ -51,15 +51,14 @@ def assert_maps_at(reader, compiled, interp, at):
 
 
 def no_batch_twice(spark, settings, plan):
-    for m in plan.maps:
-        ids = [s.summary[APPLY_BATCH] for s in snapshots(spark, map_table(settings, m)) if APPLY_BATCH in s.summary]
-        assert len(ids) == len(set(ids)), f"{m}: a batch committed twice: {ids}"
+    ids = [s.summary[APPLY_BATCH] for s in snapshots(spark, maps_table(settings)) if APPLY_BATCH in s.summary]
+    assert len(ids) == len(set(ids)), f"a batch committed twice: {ids}"
 
 
 def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_home, tmp_path) -> None:
     settings, plan, compiled, events = simple_home
     ingest_both(spark, settings, events, tmp_path / "in")
-    before = {m: snapshots(spark, map_table(settings, m))[-1].snapshot_id for m in plan.maps}
+    before = snapshots(spark, maps_table(settings))[-1].snapshot_id
     apply_source(spark, settings, plan, 1, 1)  # source a: r and s
     apply_source(spark, settings, plan, 1, 2, pin=before)  # source b read the state before a's commit
     reader = Reader(settings)
@@ -93,14 +92,14 @@ def run_cli(settings, *args, fault: str | None = None) -> subprocess.CompletedPr
 def test_crashes_anywhere_then_retries_give_the_serial_result(spark, simple_home, tmp_path) -> None:
     """One home through a row of crashes, each a killed process (os._exit) or an
     exception at a named point, each followed by the next command resuming from what the
-    tables say: apply dies after its first map commit; close dies after sealing,
+    tables say: apply dies after its commit to the maps table; close dies after sealing,
     applying what was left and folding, after compacting the maps, and fails after tagging; the last
     close completes. Every map at the tag then equals the serial result, and no batch
     committed twice."""
     settings, plan, compiled, events = simple_home
     ingest_both(spark, settings, events, tmp_path / "in")
     for args, fault in [
-        (("apply", "--source", "a"), "apply.after-map-commit:exit"),
+        (("apply", "--source", "a"), "apply.after-commit:exit"),
         (("epoch", "close"), "close.after-fold:exit"),
         (("epoch", "close", "--epoch", "1"), "close.after-compact:exit"),
         (("epoch", "close", "--epoch", "1"), "close.after-tag:raise"),

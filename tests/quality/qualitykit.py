@@ -67,24 +67,28 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int) -> tuple:
     from pyspark.sql import functions as F
 
     from cumulus.quality.frames import at_tag
-    from cumulus.store.maps import map_table
+    from cumulus.read import Reader
+    from cumulus.store.maps import entries_columns, entry_rows, map_slice, maps_table
 
-    table = map_table(settings, map_name)
-    rows = at_tag(spark, table, epoch)
-    keys = [c for c in rows.columns if c not in ("value", "epoch", "source_id", "seq")]
-    entry = rows.groupBy(*keys).agg(F.sum("value").alias("value")).where("value > 0").orderBy("value").first()
-    victim = dict(entry.asDict(), value=-entry["value"] - 1, epoch=epoch, source_id=9, seq=999_999)
-    spark.createDataFrame([tuple(victim[c] for c in rows.columns)], rows.schema).writeTo(table).append()
+    info = Reader(settings).compilation.checked.maps[map_name]
+    table = maps_table(settings)
+    rows = map_slice(at_tag(spark, table, epoch), info)
+    entry = rows.groupBy(*info.key_names).agg(F.sum("value").alias("value")).where("value > 0").orderBy("value").first()
+    victim = spark.createDataFrame(
+        [(*(entry[k] for k in info.key_names), -entry["value"] - 1)], rows.schema
+    ).toDF(*[f"k{i}" for i in range(info.arity)], "value")
+    version = {"epoch": F.lit(epoch), "source_id": F.lit(9), "seq": F.lit(999_999)}
+    entry_rows(victim, info, entries_columns(spark, settings), version).writeTo(table).append()
     spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
-    return tuple(victim[k] for k in keys)
+    return tuple(entry[k] for k in info.key_names)
 
 
-def restore_tag(spark, settings: Settings, map_name: str, epoch: int) -> int:
-    """Move the tag epoch-N back onto the snapshot the close recorded in the ledger."""
+def restore_tag(spark, settings: Settings, epoch: int) -> int:
+    """Move the maps table's tag epoch-N back onto the snapshot the close recorded in the ledger."""
     from cumulus.store.ledger import ledger_row
-    from cumulus.store.maps import map_table
+    from cumulus.store.maps import maps_table
 
-    table = map_table(settings, map_name)
+    table = maps_table(settings)
     snapshot = ledger_row(spark, settings, epoch).snapshots[table]
     spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}` AS OF VERSION {snapshot}")
     return snapshot

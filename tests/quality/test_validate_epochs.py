@@ -59,7 +59,7 @@ def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
 
 
 def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -> None:
-    restore_tag(spark, shop.settings, "sales_count", shop.epoch)
+    restore_tag(spark, shop.settings, shop.epoch)
     assert _cli(shop, "validate") == 0  # a failed epoch is no longer waiting: named explicitly
     assert "nothing to validate" in capsys.readouterr().out
     status = _cli(shop, "validate", "--epoch", str(shop.epoch))

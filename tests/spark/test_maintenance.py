@@ -2,7 +2,7 @@
 epochs and an apply in the open one, compaction and snapshot expiry drop the snapshot
 count, every epoch-N tag still reads the same view rows, the main branch reads the same,
 the open epoch's pinned snapshots survive and its close still gives the right answer.
-The applies append delta rows to maps.* and the folds append layers to base.* (no
+The applies append delta rows to maps.entries and the folds append layers to base.* (no
 automatic compaction here: nothing is rewritten) until maintenance compacts both: the
 maps' rows of closed epochs become one row per entry, the open epoch's rows stay; a view
 added meanwhile is back-filled from the layers and equals its SQL recomputed over them."""
@@ -66,9 +66,9 @@ def _multiset(df) -> dict:
 
 
 def _rows_per_entry(spark, settings, table: str, through: int) -> tuple[int, int]:
-    """(rows, distinct keys) of a map's rows of epochs <= `through` on main."""
+    """(rows, distinct entries) of the maps' rows of epochs <= `through` on main."""
     df = spark.table(f"{settings.catalog}.{table}").where(f"epoch <= {through}")
-    keys = [c for c in df.columns if c not in ("value", "epoch", "source_id", "seq")]
+    keys = [c for c in df.columns if c not in ("epoch", "source_id", "seq") and not c.startswith("v_")]
     return df.count(), (df.select(*keys).distinct().count() if keys else min(df.count(), 1))
 
 
@@ -101,7 +101,6 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         # A view added now is back-filled from base.* at epoch 3, which holds fold layers
         # (deletes among them): it equals its SQL recomputed over the layers summed.
         schema = load_schema(SIMPLE)
-        first_maps = {f"maps.{m}" for m in plan.maps}
         compiled = add_view(spark, settings, schema, "by_c", VIEW_MIN)
         plan = batch_plan(compiled)
         assert layers(spark, f"{catalog}.base.r", _tag_snapshot(spark, f"{catalog}.base.r", 3)).rows > 0
@@ -112,7 +111,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         for name in names:
             spark.catalog.dropTempView(name)
         # Epoch 4 is open with two applied batches: the second pinned the (untagged)
-        # map snapshots the first wrote; the close repairs against pinned snapshots.
+        # maps snapshot the first wrote; the close repairs against pinned snapshots.
         ingest_files(spark, settings, "a", [_batch(tmp_path / "in-4", 4)])
         apply_source(spark, settings, plan, 4, 1)
         more = tmp_path / "in-4b"
@@ -121,12 +120,12 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         ingest_files(spark, settings, "a", [more])
         apply_source(spark, settings, plan, 4, 1)
         assert current_epoch(spark, settings) == 4
-        pinned = {(m, s) for r in apply_records(spark, settings, 4) for m, s in r.read_snapshots.items() if s}
+        pinned = {r.read_snapshot for r in apply_records(spark, settings, 4) if r.read_snapshot}
 
         reader = Reader(settings)
         before = {n: reader.read_view("totals", At(n)) for n in (1, 2, 3)}
         main_before = reader.read_view("totals", At())
-        maps = [f"maps.{m}" for m in plan.maps]
+        maps = ["maps.entries"]
         counts = {t: len(_snapshots(spark, settings, t)) for t in maps + ["base.r", "events.r"]}
 
         # Lazy Cleanup: the closes rewrote no map or base data file; the maps hold delta
@@ -163,9 +162,8 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
             own = (bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
                    + bool(by_table[t].layer_rows_compacted) + bool(by_table[t].delta_rows_compacted))
             assert by_table[t].snapshots_after <= counts[t] + own, by_table[t]
-        for t in maps:  # epoch-1..3 kept; the later view's maps were tagged epoch-3 at back-fill
-            assert by_table[t].tags == (3 if t in first_maps else 1), t
-        kept = {(m, s) for m in plan.maps for s, _ in _snapshots(spark, settings, f"maps.{m}")}
+        assert by_table["maps.entries"].tags == 3  # epoch-1..3 (epoch-3 moved onto the later view's back-fill)
+        kept = {s for s, _ in _snapshots(spark, settings, "maps.entries")}
         assert pinned and pinned <= kept  # the open epoch's pinned snapshots survive
 
         reader = Reader(settings)

@@ -25,6 +25,7 @@ from cumulus.output import sort_key
 from cumulus.schema import load_schema
 from cumulus.sql.mapsql import view_sql
 from cumulus.sql.views import Compilation, compile_views, view_rows
+from cumulus.store.maps import VALUE_TYPES, key_slots, value_slot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "dbtoaster"
@@ -40,11 +41,14 @@ def corpus(kind: str) -> list[tuple[str, str]]:
 
 
 def load_maps(con: duckdb.DuckDBPyConnection, compiled: Compilation, interp: Interpreter) -> None:
-    """Each map as a table `maps.<name>` of delta rows: every entry split in two rows."""
+    """The maps as the table `maps.entries` of delta rows, laid out as the engine writes it
+    (cumulus/store/maps.py: key and value slots by type): every entry split in two rows."""
     con.execute("CREATE SCHEMA IF NOT EXISTS maps")
+    infos = compiled.checked.maps.values()
+    slots = sorted({(slot, t) for info in infos for slot, t in zip(key_slots(info), info.key_types, strict=True)})
+    columns = [("map", "string"), *((value_slot(t), t) for t in VALUE_TYPES), *slots]
+    con.execute(f"CREATE OR REPLACE TABLE maps.entries ({', '.join(f'{c} {DUCK_TYPES[t]}' for c, t in columns)})")
     for name, info in compiled.checked.maps.items():
-        cols = [f'"{k}" {DUCK_TYPES[t]}' for k, t in zip(info.key_names, info.key_types, strict=True)]
-        con.execute(f'CREATE OR REPLACE TABLE maps."{name}" ({", ".join([*cols, "value " + DUCK_TYPES[info.type]])})')
         rows = []
         for key, value in interp.entries(name).items():
             if info.type == "float":
@@ -52,10 +56,10 @@ def load_maps(con: duckdb.DuckDBPyConnection, compiled: Compilation, interp: Int
             else:
                 rows += [(*key, value + 3), (*key, -3)]
         if rows:
-            types = [ARROW_TYPES[t] for t in (*info.key_types, info.type)]
-            columns = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(types))]
-            batch = pa.table(columns, names=[f"c{i}" for i in range(len(types))])  # noqa: F841 (read by DuckDB)
-            con.execute(f'INSERT INTO maps."{name}" SELECT * FROM batch')
+            at = {slot: i for i, slot in enumerate(key_slots(info))} | {value_slot(info.type): info.arity}
+            data = {"map": [name] * len(rows)} | {c: [r[at[c]] if c in at else None for r in rows] for c, _ in columns[1:]}
+            batch = pa.table({c: pa.array(data[c], type=ARROW_TYPES[t]) for c, t in columns})  # noqa: F841 (read by DuckDB)
+            con.execute("INSERT INTO maps.entries SELECT * FROM batch")
 
 
 def same(a, b) -> bool:
