@@ -51,6 +51,6 @@ def register(subparsers) -> None:
     compact = p.add_mutually_exclusive_group()
     compact.add_argument("--compact", dest="compact", action="store_true", default=None, help="compact small files")
     compact.add_argument("--no-compact", dest="compact", action="store_false", help="do not compact")
-    p.add_argument("--table", action="append", help="only this table, e.g. maps.q (repeatable)")
+    p.add_argument("--table", action="append", help="only this table, e.g. maps.entries (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.set_defaults(func=cmd_maintenance)

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run one Spark SQL statement on the Cumulus Iceberg catalog (the default "
         "catalog, so `ns.table` works) and print its rows.",
     )
-    parser.add_argument("query", help='the statement, e.g. "SELECT * FROM maps.q"; - reads stdin')
+    parser.add_argument("query", help='the statement, e.g. "SELECT * FROM marts.nation_revenue"; - reads stdin')
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format")
     parser.set_defaults(func=run)
 

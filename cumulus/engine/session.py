@@ -60,6 +60,9 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         conf[f"{cat}.jdbc.password"] = settings.catalog_password
     if settings.is_local:
         conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
+        # One apply plans every map's deltas as one plan (one commit per batch): with a
+        # few hundred maps that plan needs more than Spark's default 1g of driver heap.
+        conf["spark.driver.memory"] = "3g"
     conf.update(settings.spark_conf)
     return conf
 
