@@ -14,7 +14,6 @@ snapshot to repair batches that read a stale state (concurrent applies).
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
 import time
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import CumulusError
 from cumulus.ingest.faults import fault_point
@@ -194,7 +193,7 @@ def _new_record(
     ]
     if not found:
         return None
-    rows = functools.reduce(lambda a, b: a.unionAll(b), found).groupBy("batch_id").agg(F.max("seq").alias("seq")).collect()
+    rows = union_all(found).groupBy("batch_id").agg(F.max("seq").alias("seq")).collect()
     batches = {r["batch_id"]: r["seq"] for r in rows if r["batch_id"] not in taken}
     if not batches:
         return None
@@ -234,7 +233,7 @@ def write_deltas(
         }
         frames = [entry_rows(deltas[name], plan.maps[name], columns, version) for name in sorted(deltas)]
         if frames:
-            rows = functools.reduce(lambda a, b: a.unionAll(b), frames)
+            rows = union_all(frames)
         else:
             rows = spark.createDataFrame([], spark.table(table).schema)
         props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
@@ -258,7 +257,7 @@ def count_events(events: Mapping[str, DataFrame]) -> int:
     if not events:
         return 0
     counted = [df.select(F.lit(1).alias("one")) for df in events.values()]
-    return int(functools.reduce(lambda a, b: a.unionAll(b), counted).count())
+    return int(union_all(counted).count())
 
 
 def apply_source(

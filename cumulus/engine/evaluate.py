@@ -140,6 +140,23 @@ class BatchPlan:
         }
 
 
+def restricted(plan: BatchPlan, targets: set[str]) -> BatchPlan:
+    """The plan's statements that `targets` need: those writing them, and, transitively,
+    those writing the maps those read. From an empty state (a back-fill) it gives the
+    targets' deltas exactly as the whole plan does, without computing the other maps."""
+    needed, frontier = set(), set(targets)
+    while frontier:
+        needed |= frontier
+        read = {
+            e.name
+            for stmts in plan.statements.values() for bs in stmts if bs.statement.target.name in frontier
+            for e in bs.statement.expr.walk() if isinstance(e, MapRef)
+        }
+        frontier = read - needed
+    statements = {r: tuple(bs for bs in stmts if bs.statement.target.name in needed) for r, stmts in plan.statements.items()}
+    return BatchPlan(plan.order, statements, plan.params, plan.checked)
+
+
 def plan_from_compilation(checked: CheckedProgram, batch: Mapping[str, list[BatchStatement]]) -> BatchPlan:
     schema = checked.schema
     order = tuple(r.name for r in schema.relations if r.name in batch)
@@ -318,8 +335,17 @@ def evaluate_batch(
     return {name: dfs[0] if len(dfs) == 1 else _aggregate(dfs, plan.maps[name]) for name, dfs in pending.items()}
 
 
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The frames (same columns, by position) as one, unioned as a balanced tree: every
+    union analyzes the plan it builds, so a left fold over n frames costs O(n^2) (40 s
+    for the 241 maps of the view corpus) and a balanced one O(n log n)."""
+    while len(frames) > 1:
+        frames = [frames[i].unionAll(frames[i + 1]) if i + 1 < len(frames) else frames[i] for i in range(0, len(frames), 2)]
+    return frames[0]
+
+
 def _aggregate(dfs: list[DataFrame], info: MapInfo) -> DataFrame:
-    df = functools.reduce(DataFrame.unionByName, dfs)
+    df = union_all([d.select(*[f"k{i}" for i in range(info.arity)], "value") for d in dfs])
     keys = [f"k{i}" for i in range(info.arity)]
     agg = df.groupBy(*keys).agg(F.sum("value").cast(value_type(info)).alias("value")) if keys else df.agg(
         F.sum("value").cast(value_type(info)).alias("value")

@@ -23,7 +23,7 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.close import tag_name
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, restricted
 from cumulus.engine.registry import (
     M3,
     SQL,
@@ -65,10 +65,11 @@ def latest_closed_epoch(reader, settings: Settings) -> int | None:
 def backfill(
     spark: SparkSession, settings: Settings, plan: BatchPlan, maps: list[str], name: str, epoch: int | None
 ) -> int:
-    """Evaluate the whole program over base.* (each tuple an insert of its multiplicity)
-    from an empty state, and write the deltas of `maps` only."""
+    """Evaluate the program over base.* (each tuple an insert of its multiplicity) from an
+    empty state, the statements `maps` need only, and write the deltas of `maps`."""
     from pyspark.sql import functions as F
 
+    plan = restricted(plan, set(maps))
     events: dict[str, DataFrame] = {}
     for rel in plan.order:
         reader = spark.read.format("iceberg")
@@ -114,7 +115,9 @@ def add_view(
         added = [m for m in compiled.checked.maps if m not in before]
         ensure_maps_table(spark, settings, [compiled.checked.maps[m] for m in added])
         closed = latest_closed_epoch(spark, settings)
-        if batch_commit(spark, settings, f"backfill-{name}") is None:
+        # Before the first close base.* is empty (a fold commits only inside a close,
+        # and an interrupted close refuses view add above): nothing to back-fill.
+        if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
             rows = backfill(spark, settings, plan, added, name, closed)
             log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), rows, closed)
         if closed is not None:

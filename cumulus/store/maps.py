@@ -116,10 +116,16 @@ def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[Ma
 
 
 def map_slice(entries: DataFrame, info: MapInfo) -> DataFrame:
-    """The map's rows of an entries frame (any snapshot) as (key names..., value)."""
+    """The map's rows of an entries frame (any snapshot) as (key names..., value). A
+    snapshot older than the map's key slots (added with its view, by a schema change
+    that commits no snapshot) has no row of the map: its slots read as typed NULLs."""
     from pyspark.sql import functions as F
 
-    keys = [F.col(slot).alias(name) for slot, name in zip(key_slots(info), info.key_names, strict=True)]
+    have = set(entries.columns)
+    keys = [
+        (F.col(slot) if slot in have else F.lit(None).cast(key_type(t))).alias(name)
+        for slot, t, name in zip(key_slots(info), info.key_types, info.key_names, strict=True)
+    ]
     return entries.where(F.col("map") == info.name).select(*keys, F.col(value_slot(info.type)).alias("value"))
 
 
