@@ -19,7 +19,15 @@ each later epoch:
 - recompute: every view's SQL run by Spark SQL over base.* (each tuple repeated by its
   multiplicity; the main branch, equal to the new tag's multiset), collected, wall time
   and bytes read;
-- the two answers are compared (they must be equal: a wrong fast answer is no answer).
+- duckdb: the same views run by DuckDB over the same base rows held in memory (Arrow
+  read from the epoch's tag with PyIceberg before the clock starts: DuckDB's best case;
+  each tuple repeated by its multiplicity inside the timed query);
+- the answers are compared (they must be equal: a wrong fast answer is no answer);
+- per epoch: the Iceberg commits it made (snapshots added to every table of the home),
+  the Spark jobs it ran, and the machine's 1-minute load average at its end.
+
+`--views corpus` runs the whole TPC-H view corpus (tests/fixtures/views/tpch) instead of
+the three bench views.
 
 Ingest is timed apart: both approaches need the events landed.
 
@@ -33,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -52,6 +61,7 @@ VIEWS = {  # name -> SQL: one scan view per big table and a join view
         GROUP BY o.o_orderpriority""",
 }
 RESULTS = REPO / "bench" / "results"
+CORPUS = REPO / "tests" / "fixtures" / "views" / "tpch"
 COMPACTION_RATIO = 0.1  # cumulus.config.Settings.base_compaction_ratio, the default the bench runs with
 log = logging.getLogger("bench")
 
@@ -73,6 +83,12 @@ class Row:
     metrics: dict = field(default_factory=dict)  # the epoch's ledger metrics (cumulus epoch show)
     compact_s: float = 0.0  # compacting every base table after the epoch (O(table), amortized)
     compact_bytes_read: int = 0
+    duckdb_s: float = 0.0  # DuckDB over the base rows in memory (Arrow), the same views
+    commits: int = 0  # Iceberg snapshots the epoch (apply + close) added, every table of the home
+    spark_jobs: int = 0  # Spark jobs the epoch ran
+    views: int = 0
+    maps: int = 0
+    load_avg: float = 0.0  # 1-minute load average at the end of the epoch
 
     @property
     def map_bytes_read(self) -> int:
@@ -80,12 +96,57 @@ class Row:
         return sum(int(self.metrics.get(k, 0)) for k in ("applies_bytes_read", "repair_bytes_read", "compact_maps_bytes_read"))
 
     @property
+    def read_per_written(self) -> float:
+        """Bytes the epoch read per byte it wrote (its delta rows: the entries it touched)."""
+        return self.epoch_bytes_read / self.epoch_bytes_written if self.epoch_bytes_written else float("inf")
+
+    @property
     def ratio(self) -> float:
         return self.recompute_s / self.epoch_s if self.epoch_s else float("inf")
 
 
+def bench_views(which: str) -> dict[str, str]:
+    if which == "bench":
+        return VIEWS
+    return {p.stem: p.read_text() for p in sorted(CORPUS.glob("*.sql"))}
+
+
+def commit_count(spark, tables: list[str]) -> int:
+    """Snapshots of the tables (their metadata, no Spark job; nothing expires during the bench)."""
+    from cumulus.store.commit import table_metadata
+
+    return sum(len(table_metadata(spark, t).get("snapshots", [])) for t in tables)
+
+
+def jobs_started(spark) -> int:
+    """Spark jobs submitted so far in this session (the scheduler's next job id)."""
+    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId().get())
+
+
+def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple[dict[str, int], float]:
+    """The views run by DuckDB over base.* at the tag, read into Arrow first (untimed);
+    returns the row count of each view and the seconds DuckDB took."""
+    import duckdb
+
+    con = duckdb.connect()
+    for rel in schema.relations:
+        table = reader.catalog.load_table(f"base.{rel.name}")
+        arrow = table.scan(snapshot_id=table.snapshot_by_name(f"epoch-{epoch}").snapshot_id).to_arrow()
+        con.register(f"{rel.name}_stored", arrow)
+    t = time.perf_counter()
+    for rel in schema.relations:
+        cols = ", ".join(rel.column_names)
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {rel.name} AS SELECT {cols} FROM "
+            f"(SELECT {cols}, SUM(mult) AS m FROM {rel.name}_stored GROUP BY ALL HAVING SUM(mult) > 0), range(m)"
+        )
+    counts = {name: len(con.execute(sql).fetchall()) for name, sql in views.items()}
+    return counts, time.perf_counter() - t
+
+
 def run_scale(
-    scale: float, epochs: int, fraction: float, work: Path, master: str, seed: int, memory: str
+    scale: float, epochs: int, fraction: float, work: Path, master: str, seed: int, memory: str,
+    views: dict[str, str],
 ) -> tuple[list[Row], dict]:
     from cumulus.config import load_settings
     from cumulus.engine.apply import apply_source
@@ -104,6 +165,7 @@ def run_scale(
     from cumulus.store.home import init_home
     from cumulus.store.ledger import ledger_row
     from cumulus.store.lock import catalog_lock
+    from cumulus.store.maintenance import home_tables
 
     t = time.perf_counter()
     manifest = generate(scale, 1 + epochs, fraction, work / f"stream-sf{scale}", seed)
@@ -121,7 +183,7 @@ def run_scale(
     init_home(spark, settings, SCHEMA)
     for name, priority in manifest.sources.items():
         add_source(settings, name, priority)
-    for name, sql in VIEWS.items():
+    for name, sql in views.items():
         compiled = add_view(spark, settings, schema, name, sql)
     plan = batch_plan(compiled)
     reader = Reader(settings)
@@ -144,11 +206,15 @@ def run_scale(
     rows: list[Row] = []
     for epoch in range(2, epochs + 2):
         events, ingest_s = ingest(epoch)
+        tables = home_tables(spark, settings)
+        commits, jobs = commit_count(spark, tables), jobs_started(spark)
         t = time.perf_counter()
         for priority in sorted(manifest.sources.values()):  # source id = priority
             apply_source(spark, settings, plan, epoch, priority)
         close_epoch(spark, settings, plan, epoch)
         epoch_s = time.perf_counter() - t
+        commits, jobs = commit_count(spark, tables) - commits, jobs_started(spark) - jobs
+        load_avg = os.getloadavg()[0]
         m = ledger_row(spark, settings, epoch).metrics
         # Every apply of the epoch (applies_*), then the close's own steps after its apply.
         steps = ("repair", "fold", "compact_maps", "tag")
@@ -163,20 +229,25 @@ def run_scale(
 
         t, meter = time.perf_counter(), StageMeter(spark)
         names = register_expanded_base(spark, settings, schema, epoch, at_tag=False)
-        recomputed = {v: recompute(spark, compiled.views[v], schema, epoch) for v in VIEWS}
+        recomputed = {v: recompute(spark, compiled.views[v], schema, epoch) for v in views}
         recompute_s = time.perf_counter() - t
         recompute_read = meter.read().bytes_read
         for name in names:
             spark.catalog.dropTempView(name)
 
         at = reader.stable(epoch)
-        equal = all(compare_view(compiled.views[v], reader.read_view(v, at), recomputed[v]).equal for v in VIEWS)
+        engine = {v: reader.read_view(v, at) for v in views}
+        equal = all(compare_view(compiled.views[v], engine[v], recomputed[v]).equal for v in views)
+        duck_counts, duckdb_s = duckdb_recompute(reader, schema, views, epoch)
+        equal = equal and duck_counts == {v: len(engine[v]) for v in views}
         lineitem = spark.sql(f"SELECT SUM(mult) FROM {settings.catalog}.base.lineitem VERSION AS OF 'epoch-{epoch}'").first()[0]
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
                         int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m),
-                        round(compact_s, 2), int(compact_read)))
-        log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read) vs recompute %.1f s (%s read); equal: %s",
-                 scale, epoch, events, epoch_s, _mib(epoch_read), recompute_s, _mib(recompute_read), equal)
+                        round(compact_s, 2), int(compact_read), round(duckdb_s, 3), commits, jobs,
+                        len(views), len(compiled.checked.maps), round(load_avg, 2)))
+        log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
+                 "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
+                 commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
     spark.stop()
     return rows, load
 
@@ -186,23 +257,49 @@ def _mib(n: float) -> str:
 
 
 def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
+    which = (f"views: {', '.join(VIEWS)} (demo/views and a lineitem-orders join)" if args.views == "bench"
+             else f"views: the whole TPC-H view corpus ({rows[0].views if rows else '?'} views, "
+             f"{rows[0].maps if rows else '?'} maps)")
     lines = [
         "# Incremental epoch vs. recomputation",
         "",
-        f"`{command}`, Spark `{args.master}`, "
-        f"views: {', '.join(VIEWS)} (demo/views and a lineitem-orders join). Each later epoch changes "
+        f"`{command}`, Spark `{args.master}`, {which}. Each later epoch changes "
         f"{args.fraction:.2%} of lineitem (half inserts, half deletes, with their orders) from two sources.",
         "",
-        "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | recompute / epoch "
-        "| epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
+        "Medians per scale factor (spread: min-max over the epochs):",
+        "",
+        "| SF | epochs | views | maps | epoch s | Spark SQL recompute s | DuckDB s | epoch / Spark | epoch / DuckDB "
+        "| commits | Spark jobs | bytes read / written | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for scale in sorted({r.scale for r in rows}):
+        rs = [r for r in rows if r.scale == scale]
+
+        def cell(f, fmt="{:.2f}", rs=rs) -> str:
+            xs = [f(r) for r in rs]
+            return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})"
+
+        lines.append(
+            f"| {scale} | {len(rs)} | {rs[0].views} | {rs[0].maps} | {cell(lambda r: r.epoch_s)} | "
+            f"{cell(lambda r: r.recompute_s)} | {cell(lambda r: r.duckdb_s)} | "
+            f"{cell(lambda r: r.epoch_s / r.recompute_s)} | {cell(lambda r: r.epoch_s / max(r.duckdb_s, 1e-9))} | "
+            f"{cell(lambda r: r.commits, '{:.0f}')} | {cell(lambda r: r.spark_jobs, '{:.0f}')} | "
+            f"{cell(lambda r: r.read_per_written, '{:.1f}')} | {cell(lambda r: r.load_avg)} |"
+        )
+    lines += [
+        "",
+        "Every epoch:",
+        "",
+        "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
+        "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
         "| base compaction s (apart) | its share per epoch s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|",
     ]
     every = COMPACTION_RATIO / args.fraction
     for r in rows:
         lines.append(
             f"| {r.scale} | {r.epoch} | {r.events:,} | {r.lineitem_rows:,} | {r.epoch_s:.1f} | {r.recompute_s:.1f} | "
-            f"{r.ratio:.2f} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
+            f"{r.duckdb_s:.2f} | {r.ratio:.2f} | {r.commits} | {r.spark_jobs} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
             f"{r.compact_s:.1f} | {r.compact_s / every:.2f} |"
         )
@@ -224,7 +321,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
     lines += ["", "Initial load (epoch 1, not compared):", "",
               "| SF | rows | ingest s | close s |", "|---:|---:|---:|---:|"]
     lines += [f"| {x['scale']} | {x['events']:,} | {x['ingest_s']} | {x['close_s']} |" for x in loads]
-    lines += ["", "![epoch vs recompute](epoch_vs_recompute.png)", ""]
+    lines += ["", f"![epoch vs recompute]({args.name}.png)", ""]
     return "\n".join(lines)
 
 
@@ -242,6 +339,7 @@ def plot(rows: list[Row], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.plot(scales, [med("epoch_s", s) for s in scales], "o-", label="epoch (apply + close)")
     ax1.plot(scales, [med("recompute_s", s) for s in scales], "s-", label="recompute (Spark SQL)")
+    ax1.plot(scales, [med("duckdb_s", s) for s in scales], "d-", label="recompute (DuckDB, in memory)")
     ax1.plot(scales, [med("compact_s", s) for s in scales], "x:", label="base compaction (apart, ~every 100 epochs)")
     ax1.set(xscale="log", xlabel="TPC-H scale factor", ylabel="seconds (median over epochs)", title="Wall time")
     ax1.legend()
@@ -264,29 +362,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the report goes")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--memory", default="4g", help="Spark driver memory (local mode: executors too)")
+    parser.add_argument("--views", choices=("bench", "corpus"), default="bench",
+                        help="the three bench views, or the whole TPC-H view corpus")
+    parser.add_argument("--name", default=None, help="report file stem (default: epoch_vs_recompute[_corpus])")
     parser.add_argument("--report-only", action="store_true", help="re-render the report from the saved JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
-    data = args.out / "epoch_vs_recompute.json"
+    args.name = args.name or ("epoch_vs_recompute" if args.views == "bench" else "epoch_vs_recompute_corpus")
+    data = args.out / f"{args.name}.json"
     command = " ".join(["bench/epoch_vs_recompute.py"] + (argv if argv is not None else sys.argv[1:]))
     if args.report_only:
         saved = json.loads(data.read_text())
-        rows = [Row(**{k: v for k, v in r.items() if k != "ratio"}) for r in saved["rows"]]
+        rows = [Row(**{k: v for k, v in r.items() if k not in ("ratio", "read_per_written")}) for r in saved["rows"]]
         loads, command = saved["loads"], saved.get("command", command)
     else:
         rows, loads = [], []
         for scale in args.scales:
-            r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory)
+            r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory,
+                                bench_views(args.views))
             rows += r
             loads.append(load)
             # Saved after every scale factor: a long run that fails later keeps what it measured.
-            data.write_text(json.dumps({"command": command, "rows": [asdict(x) | {"ratio": x.ratio} for x in rows],
+            data.write_text(json.dumps({"command": command, "rows": [
+                asdict(x) | {"ratio": x.ratio, "read_per_written": x.read_per_written} for x in rows],
                                         "loads": loads}, indent=1) + "\n")
-    plot(rows, args.out / "epoch_vs_recompute.png")
+    plot(rows, args.out / f"{args.name}.png")
     report = render(rows, loads, args, command)
-    (args.out / "epoch_vs_recompute.md").write_text(report)
+    (args.out / f"{args.name}.md").write_text(report)
     print(report)
     return 0 if all(r.equal for r in rows) else 1
 

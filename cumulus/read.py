@@ -22,7 +22,7 @@ from cumulus.config import Settings
 from cumulus.errors import CumulusError
 from cumulus.output import sort_key
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
-from cumulus.store.tables import MAPS
+from cumulus.store.tables import MAPS, tag_name
 
 
 class ReadError(CumulusError):
@@ -37,7 +37,7 @@ class At:
 
     @property
     def tag(self) -> str | None:
-        return None if self.epoch is None else f"epoch-{self.epoch}"
+        return None if self.epoch is None else tag_name(self.epoch)
 
 
 class Reader:

@@ -5,9 +5,10 @@ say): seal the epoch in the ledger (input now goes to N+1); apply what is pendin
 batches that read a stale state; fold the epoch's events into base.* (an appended layer
 of net changes, compacted past a ratio); compact the maps whose delta rows outgrew
 `map_compaction_ratio` (the paper's Cleanup, lazy: an entry's value is the sum of its
-rows at any snapshot, so the close rewrites nothing otherwise); tag every map and base
-table `epoch-N`; write the ledger row, the publish point: a stable snapshot exists only
-once the ledger says so."""
+rows at any snapshot, so the close rewrites nothing otherwise); tag maps.entries and every
+base table `epoch-N`; write the ledger row, the publish point: a stable snapshot exists
+only once the ledger says so; then move every such table's `stable` branch there
+(cumulus/engine/publish.py)."""
 
 from __future__ import annotations
 
@@ -33,24 +34,29 @@ from cumulus.engine.apply import (
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.metrics import StageMeter, committed_writes
+from cumulus.engine.publish import move_stable
 from cumulus.errors import StoreError
 from cumulus.ingest.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.store.commit import FOLDED_EPOCH, Snapshot, snapshots
 from cumulus.store.fold import fold_epoch
-from cumulus.store.ledger import APPLIED, CLOSED, OPEN, check_in_order, ledger_rows, transition
+from cumulus.store.ledger import (
+    APPLIED,
+    CLOSED,
+    DONE,
+    OPEN,
+    check_in_order,
+    ledger_rows,
+    transition,
+)
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table
-from cumulus.store.tables import base_table, events_table
+from cumulus.store.tables import base_table, events_table, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.close")
-
-
-def tag_name(epoch: int) -> str:
-    return f"epoch-{epoch}"
 
 
 def sources_with_events(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> list[int]:
@@ -186,6 +192,10 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     row = next((r for r in rows if r.epoch == epoch), None)
     if row is None:
         raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {[r.epoch for r in rows]}; cumulus epoch status)")
+    latest = max((r for r in rows if r.state in DONE and r.snapshots), key=lambda r: r.epoch, default=None)
+    if latest is not None:  # a crash between the ledger row and the branches: move them now
+        with catalog_lock(settings, f"publish epoch {latest.epoch}"):
+            move_stable(spark, {k: int(v) for k, v in latest.snapshots.items()})
     if row.state not in (OPEN, APPLIED):
         log.info("epoch %d is already %s", epoch, row.state)
         return dict(row.metrics or {})
@@ -237,6 +247,8 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             spark, settings, epoch, CLOSED, snapshots={k: int(v) for k, v in tagged.items()}, metrics=metrics,
             events=metrics["events"], batches=metrics["batches"],
         )
+        fault_point("close.after-ledger")
+        move_stable(spark, tagged)
     log.info("epoch %d closed: %s", epoch, metrics)
     return metrics
 

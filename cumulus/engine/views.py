@@ -3,7 +3,8 @@ the key slots its new maps need to maps.entries and back-fill them from base.* a
 latest closed epoch, in one commit that the epoch's tag then points at, so the view is
 readable at once. Idempotent: a retry skips the back-fill already committed.
 
-The tag can move there because a view is added only while the open epoch has no applied
+The view is then readable by name in the catalog (views.<name>, views_stable.<name>:
+cumulus/engine/publish.py). The tag can move there because a view is added only while the open epoch has no applied
 batch: the maps table holds the closed epoch's state, so the back-fill's commit reads the
 same as the tag for every other map."""
 
@@ -22,8 +23,8 @@ from cumulus.engine.apply import (
     ensure_applies_table,
     write_deltas,
 )
-from cumulus.engine.close import tag_name
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, restricted
+from cumulus.engine.publish import create_catalog_views, move_stable
 from cumulus.engine.registry import (
     M3,
     SQL,
@@ -49,7 +50,7 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import ensure_maps_table, map_slice, maps_table
-from cumulus.store.tables import base_table
+from cumulus.store.tables import base_table, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +128,9 @@ def add_view(
             row = ledger_row(spark, settings, closed)
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
+            move_stable(spark, {maps_table(settings): snap})
         row = (name, sql, kind, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
+        create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
         return compiled
 

@@ -13,11 +13,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.close import tag_name
 from cumulus.quality.facts import MapFacts
 from cumulus.schema import Relation
 from cumulus.store.maps import map_slice, maps_table
-from cumulus.store.tables import base_table, events_table
+from cumulus.store.tables import base_table, events_table, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -76,8 +76,8 @@ def register_expanded_base(
     base.<rel> at the tag (or on the main branch: `at_tag=False`, for a caller that knows
     nothing was folded since epoch N closed), expanded (below). Returns the views' names,
     to drop afterwards."""
-    from cumulus.engine.close import tag_name
     from cumulus.store.fold import base_rows
+    from cumulus.store.tables import tag_name
 
     names = []
     for rel in relations.relations if isinstance(relations, Schema) else relations:

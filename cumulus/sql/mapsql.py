@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from cumulus.errors import CumulusError
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
-from cumulus.store.tables import MAPS
+from cumulus.store.tables import MAPS, tag_name
 
 
 class ViewSQLError(CumulusError):
@@ -42,7 +42,7 @@ def tag_of(version: int | str | None) -> str | None:
     if isinstance(version, int):
         if version < 1:
             raise ViewSQLError(f"epochs start at 1, got {version}")
-        return f"epoch-{version}"
+        return tag_name(version)
     if not version or "'" in version or "\\" in version:
         raise ViewSQLError(f"not a tag name: {version!r}")
     return version

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.m3.validate import MapInfo
 from cumulus.store import commit
-from cumulus.store.tables import MAPS, MERGE_ON_READ, qualified
+from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -110,8 +110,10 @@ def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[Ma
     if needed:
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'`{c}` {t}' for c, t in sorted(needed.items()))})")
     if created:
-        # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does not).
+        # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does
+        # not), and the `stable` branch on it: views_stable.* read no entry before the first close.
         spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+        spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS `{STABLE}`")
     return created
 
 

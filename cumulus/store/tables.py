@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EVENTS, BASE, MAPS, META = "events", "base", "maps", "cumulus"
+VIEWS, VIEWS_STABLE = "views", "views_stable"  # the registered views as catalog views: fresh, stable
 NAMESPACES = (EVENTS, BASE, MAPS, META)
+STABLE = "stable"  # the branch of every table at the latest closed epoch
+
+
+def tag_name(epoch: int) -> str:
+    """The tag a close puts on every table: `epoch-N`."""
+    return f"epoch-{epoch}"
 
 # The version and provenance columns that follow the relation's columns in events.<rel>.
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
