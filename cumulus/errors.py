@@ -93,3 +93,36 @@ class IngestError(CumulusError):
     def __init__(self, message: str, report=None):
         super().__init__(message)
         self.report = report
+
+
+class ViewSQLError(CumulusError):
+    """A view or version cannot be turned into SQL (unknown view, bad tag)."""
+
+
+class QualityError(CumulusError):
+    """Validation cannot run: an epoch that is not closed, a broken suite file, a home
+    without a report. Says which epoch or file, and what to do."""
+
+
+class ViewError(CumulusError):
+    """A view cannot be registered (name taken, SQL refused) or is unknown."""
+
+
+class EngineError(CumulusError):
+    """The Spark engine cannot run a program or a batch as asked."""
+
+
+class ReadError(CumulusError):
+    """A read names an unknown map, view or epoch."""
+
+
+class SQLServerError(CumulusError):
+    """The Thrift server could not start, or stopped on its own."""
+
+
+class GenerateError(CumulusError):
+    """The generated files cannot be written or differ from the committed ones."""
+
+
+class SQLQueryError(CumulusError):
+    """Spark refused or failed a statement given to `cumulus sql`."""

@@ -19,14 +19,10 @@ from functools import cached_property
 from typing import Any
 
 from cumulus.config import Settings
-from cumulus.errors import CumulusError
+from cumulus.errors import ReadError
 from cumulus.output import sort_key
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.tables import MAPS, tag_name
-
-
-class ReadError(CumulusError):
-    """A read names an unknown map, view or epoch."""
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cumulus.config import Settings
-from cumulus.errors import CumulusError
+from cumulus.errors import SQLServerError
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000  # HiveServer2's
 
 
-class SQLServerError(CumulusError):
-    """The Thrift server could not start, or stopped on its own."""
 
 
 @dataclass(frozen=True)

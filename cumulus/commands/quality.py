@@ -31,7 +31,7 @@ def _say(line: str) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from cumulus.engine.session import spark_session
-    from cumulus.quality.spec import QualityError
+    from cumulus.errors import QualityError
     from cumulus.quality.summary import read_summary
     from cumulus.quality.validate import epoch_to_validate, validate_epoch
     from cumulus.store.catalog import pyiceberg_catalog
@@ -75,7 +75,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from cumulus.quality.spec import QualityError
+    from cumulus.errors import QualityError
     from cumulus.quality.summary import read_summary, render_report, summary_from_ledger
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows

@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from cumulus.config import settings_from_args
-from cumulus.errors import CumulusError
+from cumulus.errors import SQLQueryError
 
 FORMATS = ("table", "csv", "json")
 
 
-class SQLQueryError(CumulusError):
-    """Spark refused or failed a statement given to `cumulus sql`."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

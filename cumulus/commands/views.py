@@ -51,6 +51,7 @@ def cmd_view_add(args: argparse.Namespace) -> int:
         return 0
     plan = compiled.views[name]
     print(f"view {plan.name}: registered; columns {', '.join(plan.column_names)}; reads maps {', '.join(plan.maps)}")
+    print(f"view {plan.name}: in SQL, views_stable.{plan.name} (the latest closed epoch) and views.{plan.name} (fresh)")
     return 0
 
 

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
-from cumulus.errors import CumulusError
 from cumulus.ingest.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
@@ -61,8 +60,6 @@ APPLIES_COLUMNS = (
 )
 
 
-class ApplyError(CumulusError):
-    """An apply cannot run (no views registered, the epoch is not open...)."""
 
 
 @dataclass

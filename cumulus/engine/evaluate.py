@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cumulus.errors import CumulusError
+from cumulus.errors import EngineError
 from cumulus.m3.ast import (
     And,
     BinOp,
@@ -47,11 +47,6 @@ from cumulus.parallel import for_each
 from cumulus.sql.calculus import rename
 from cumulus.sql.to_m3 import BatchStatement
 from cumulus.store.maps import value_type
-
-
-class EngineError(CumulusError):
-    """The Spark engine cannot run a program or a batch as asked."""
-
 
 # ---------------------------------------------------------------- expressions
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
-from cumulus.errors import CumulusError
+from cumulus.errors import ViewError
 from cumulus.schema import Schema
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.rows import Reader, read_rows
@@ -32,8 +32,6 @@ VIEWS_COLUMNS = (
 SQL, M3 = "sql", "m3"
 
 
-class ViewError(CumulusError):
-    """A view cannot be registered (name taken, SQL refused) or is unknown."""
 
 
 @dataclass(frozen=True)

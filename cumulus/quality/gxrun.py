@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cumulus.quality.spec import QualityError, SuiteSpec
+from cumulus.errors import QualityError
+from cumulus.quality.spec import SuiteSpec
 
 log = logging.getLogger("cumulus.quality")
 EXAMPLES = 5  # failing rows kept per check in the summary

@@ -13,15 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cumulus.errors import CumulusError
+from cumulus.errors import QualityError
 
 SUITES = ("tags", "maps", "base", "events", "oracle")  # the order they run and are reported in
 ENV_DIR = "CUMULUS_EXPECTATIONS"
 
 
-class QualityError(CumulusError):
-    """Validation cannot run: an epoch that is not closed, a broken suite file, a home
-    without a report. Says which epoch or file, and what to do."""
 
 
 @dataclass(frozen=True)

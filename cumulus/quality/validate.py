@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.quality.spec import QualityError, SuiteSpec, load_suites
+from cumulus.errors import QualityError
+from cumulus.quality.spec import SuiteSpec, load_suites
 from cumulus.quality.summary import (
     FAILED,
     PASSED,

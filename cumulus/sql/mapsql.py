@@ -22,14 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cumulus.errors import CumulusError
+from cumulus.errors import ViewSQLError
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.tables import MAPS, tag_name
-
-
-class ViewSQLError(CumulusError):
-    """A view or version cannot be turned into SQL (unknown view, bad tag)."""
 
 
 def tag_of(version: int | str | None) -> str | None:

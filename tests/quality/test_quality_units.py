@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from qualitykit import SHOP, VIEWS
 
+from cumulus.errors import QualityError
 from cumulus.quality.facts import COUNT, VALUE, map_facts
 from cumulus.quality.oracle import (
     MISSING_IN_ENGINE,
@@ -20,7 +21,7 @@ from cumulus.quality.oracle import (
     same_value,
     spark_sql,
 )
-from cumulus.quality.spec import SUITES, QualityError, load_suite, load_suites
+from cumulus.quality.spec import SUITES, load_suite, load_suites
 from cumulus.quality.summary import failed_checks, ledger_detail, render_report
 from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views

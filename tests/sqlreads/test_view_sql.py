@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from sqlreadskit import SCALAR_VIEW
 
+from cumulus.errors import ViewSQLError
 from cumulus.output import sort_key
 from cumulus.read import At, Reader
-from cumulus.sql.mapsql import ViewSQLError, tag_of, view_sql
+from cumulus.sql.mapsql import tag_of, view_sql
 
 # The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
 pytestmark = pytest.mark.slow
