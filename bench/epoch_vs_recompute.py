@@ -153,7 +153,6 @@ def run_scale(
     from cumulus.engine.close import close_epoch
     from cumulus.engine.metrics import StageMeter
     from cumulus.engine.registry import batch_plan
-    from cumulus.engine.session import spark_session
     from cumulus.engine.views import add_view
     from cumulus.ingest.job import ingest_files
     from cumulus.ingest.sources import add_source
@@ -161,6 +160,7 @@ def run_scale(
     from cumulus.quality.oracle import compare_view, recompute, register_expanded_base
     from cumulus.read import Reader
     from cumulus.schema import load_schema
+    from cumulus.spark.session import spark_session
     from cumulus.store.fold import compact_base
     from cumulus.store.home import init_home
     from cumulus.store.ledger import ledger_row

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
     from cumulus.config import Settings
-    from cumulus.engine.session import spark_session
     from cumulus.ingest.job import ingest_files
+    from cumulus.spark.session import spark_session
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cumulus-bench-"))
     root.mkdir(parents=True, exist_ok=True)

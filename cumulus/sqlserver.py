@@ -50,7 +50,7 @@ def spark_submit() -> Path:
 
 def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> ServerPlan:
     """The spark-submit command and environment of the server (pure: no process started)."""
-    from cumulus.engine.session import spark_conf
+    from cumulus.spark.session import spark_conf
 
     conf = spark_conf(settings, app_name="cumulus-sql-server")
     # spark.jars reach the driver through a child class loader that the server's JDBC

@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from cumulus.config import load_settings
-    from cumulus.engine.session import spark_session
     from cumulus.engine.views import add_view
     from cumulus.ingest.sources import add_source
     from cumulus.ingest.tpch_stream import Manifest
+    from cumulus.spark.session import spark_session
     from cumulus.store.home import init_home, load_home_schema
 
     home = Path(args.home).resolve()

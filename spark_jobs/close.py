@@ -22,9 +22,9 @@ log = logging.getLogger("cumulus.pipeline.close")
 
 def record(settings, epoch: int) -> dict:
     """Counts and late files of a closed epoch into its ledger row (idempotent)."""
-    from cumulus.engine.session import spark_session
     from cumulus.pipeline.config import load_pipeline_config
     from cumulus.pipeline.epochs import CLOSED, late_entries
+    from cumulus.spark.session import spark_session
     from cumulus.store.files import epoch_counts
     from cumulus.store.ledger import ledger_row, transition
 

@@ -4,7 +4,7 @@ recomputation oracle), write its Data Docs report and publish or fail it in the 
     python spark_jobs/validate.py --home H [--epoch N] [--expectations DIR]
 
     # spark-submit starts the JVM first, so the jars must be on its command line:
-    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.engine.jars
+    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.jars
     import spark_jars; print(",".join(map(str, spark_jars(load_settings("H").catalog_uri))))')
     spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/validate.py --home H --epoch N
 

@@ -44,7 +44,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 @pytest.fixture(scope="session")
 def spark(settings: Settings):
     """The session-wide SparkSession on `settings`' catalog (the default catalog)."""
-    from cumulus.engine.session import spark_session
+    from cumulus.spark.session import spark_session
 
     session = spark_session(settings, app_name="cumulus-tests")
     yield session

@@ -12,8 +12,8 @@ from cumulus.output import render
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from cumulus.engine.session import spark_session
     from cumulus.ingest.job import ingest_files
+    from cumulus.spark.session import spark_session
 
     settings = settings_from_args(args)
     spark = spark_session(settings, app_name=f"cumulus-ingest-{args.source}")

@@ -8,7 +8,7 @@ from cumulus.config import settings_from_args
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from cumulus.engine.session import spark_session
+    from cumulus.spark.session import spark_session
     from cumulus.store.home import init_home
 
     settings = settings_from_args(args)

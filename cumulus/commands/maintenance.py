@@ -12,8 +12,8 @@ from cumulus.output import FORMATS, render
 
 
 def cmd_maintenance(args: argparse.Namespace) -> int:
-    from cumulus.engine.session import spark_session
     from cumulus.pipeline.config import load_pipeline_config, parse_duration
+    from cumulus.spark.session import spark_session
     from cumulus.store.maintenance import maintain
 
     settings = settings_from_args(args)

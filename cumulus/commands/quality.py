@@ -30,10 +30,10 @@ def _say(line: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from cumulus.engine.session import spark_session
     from cumulus.errors import QualityError
     from cumulus.quality.summary import read_summary
     from cumulus.quality.validate import epoch_to_validate, validate_epoch
+    from cumulus.spark.session import spark_session
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import CLOSED, FAILED, PUBLISHED, ledger_row
     from cumulus.store.tables import attach_catalog

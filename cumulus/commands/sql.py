@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pyspark.errors import PySparkException
 
-    from cumulus.engine.session import spark_session
+    from cumulus.spark.session import spark_session
 
     spark = spark_session(settings_from_args(args), app_name="cumulus-sql")
     try:

@@ -12,7 +12,7 @@ from cumulus.output import FORMATS, render
 
 
 def _engine(args):
-    from cumulus.engine.session import spark_session
+    from cumulus.spark.session import spark_session
     from cumulus.store.home import load_home_schema
     from cumulus.store.tables import attach_catalog
 

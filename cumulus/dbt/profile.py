@@ -1,5 +1,5 @@
 """The dbt profile of a Cumulus home: dbt-spark's `session` method, whose Spark settings
-(`server_side_parameters`) are the session factory's (cumulus.engine.session.spark_conf),
+(`server_side_parameters`) are the session factory's (cumulus.spark.session.spark_conf),
 so dbt sees the same Iceberg catalog, jars and warehouse as the engine.
 
 dbt-spark builds its session with `SparkSession.builder.enableHiveSupport()`, applies the
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from cumulus.config import Settings
-from cumulus.engine.jars import REPO_ROOT
+from cumulus.spark.jars import REPO_ROOT
 
 PROFILE = "cumulus"
 TARGET = "session"
@@ -62,7 +62,7 @@ def log_config_path(settings: Settings) -> Path:
 
 def profile(settings: Settings) -> dict:
     """profiles.yml as a dict: one target, a dbt-spark session on the Cumulus catalog."""
-    from cumulus.engine.session import spark_conf
+    from cumulus.spark.session import spark_conf
 
     conf = spark_conf(settings, app_name="cumulus-dbt")
     # dbt-spark calls enableHiveSupport() before applying these: without this the first

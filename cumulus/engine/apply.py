@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
-from cumulus.ingest.faults import fault_point
+from cumulus.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import entries_columns, entry_rows, map_slice, maps_table

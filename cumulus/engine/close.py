@@ -36,7 +36,7 @@ from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.engine.publish import move_stable
 from cumulus.errors import StoreError
-from cumulus.ingest.faults import fault_point
+from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.store.commit import FOLDED_EPOCH, Snapshot, snapshots
 from cumulus.store.fold import fold_epoch

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.errors import IngestError
-from cumulus.ingest.faults import fault_point
+from cumulus.faults import fault_point
 from cumulus.ingest.formats import FORMATS
 from cumulus.ingest.liveness import not_alive
 from cumulus.ingest.parse import META_NAMES, parse_relation, relation_rows

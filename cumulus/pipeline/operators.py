@@ -3,11 +3,11 @@
 the landing folders (cumulus.pipeline.epochs), so a rerun of any task is safe.
 
 spark-submit starts the JVM before Python runs, so the jars (the list
-`cumulus.engine.jars.spark_jars` gives) go on its command line. The master comes from
+`cumulus.spark.jars.spark_jars` gives) go on its command line. The master comes from
 the Airflow connection `[pipeline] spark_conn_id` (conn type `spark`, host `local[*]` or
 `spark://host:7077`); when no such connection is defined the Cumulus settings' master is
 used, so the embedded default needs no Airflow setup. The job's session is built by
-`cumulus.engine.session.spark_session` from the same settings: keep the connection's
+`cumulus.spark.session.spark_session` from the same settings: keep the connection's
 master and `spark_master` of cumulus.toml equal.
 """
 
@@ -69,8 +69,8 @@ class CumulusSparkJob(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from cumulus.config import load_settings
-        from cumulus.engine.jars import spark_jars
         from cumulus.pipeline.config import load_pipeline_config
+        from cumulus.spark.jars import spark_jars
 
         settings = load_settings(self.home)
         cfg = load_pipeline_config(self.home)

@@ -204,8 +204,8 @@ def attach_catalog(spark: SparkSession, settings: Settings) -> None:
     """Make the settings' catalog usable in `spark` (a no-op for the session's own home).
     Spark keeps one session per process; a test or tool working on a second home
     registers that home's catalog under its own name."""
-    from cumulus.engine.session import ensure_catalog_tables, spark_conf
     from cumulus.errors import ConfigError
+    from cumulus.spark.session import ensure_catalog_tables, spark_conf
 
     conf = spark_conf(settings)
     key = f"spark.sql.catalog.{settings.catalog}"

@@ -79,7 +79,7 @@ def test_hostnames_in_settings_are_services() -> None:
 def test_cumulus_processes_share_one_configuration(tmp_path, monkeypatch) -> None:
     """The settings each Cumulus container resolves (CUMULUS_* variables + docker/cumulus.toml)
     name the PostgreSQL catalog, the standalone master and the S3 warehouse."""
-    from cumulus.engine.session import spark_conf
+    from cumulus.spark.session import spark_conf
 
     cumulus_services = [n for n in SERVICES if "CUMULUS_HOME" in env_of(n)]
     assert {"airflow-scheduler", "spark-worker", "sql-server", "airflow-init"} <= set(cumulus_services)

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from ingestkit import REPO, SHOP, events, write, write_home
 
-from cumulus.ingest.faults import ENV, EXIT_CODE, FILE_ENV, InjectedFault
+from cumulus.faults import ENV, EXIT_CODE, FILE_ENV, InjectedFault
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
 from cumulus.store import commit

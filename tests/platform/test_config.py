@@ -9,8 +9,8 @@ import pytest
 
 from cumulus.config import Settings, load_settings, settings_from_args
 from cumulus.engine import jars
-from cumulus.engine.session import spark_conf
 from cumulus.errors import ConfigError
+from cumulus.spark.session import spark_conf
 from cumulus.store.catalog import sqlalchemy_uri
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from sqlreadskit import DEMO_VIEWS, REPO, SCHEMA
 from cumulus.config import Settings
 from cumulus.dbt.generate import generate, staging_model
 from cumulus.dbt.profile import PROFILE, TARGET, profile_text, write_profile
-from cumulus.engine.session import spark_conf
 from cumulus.pipeline.dbt import dbt_task_env, stable_epoch
 from cumulus.schema import load_schema
+from cumulus.spark.session import spark_conf
 from cumulus.sql.views import compile_views
 
 PROJECT = REPO / "models"

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.jars import spark_jars
 from cumulus.errors import ConfigError
+from cumulus.spark.jars import spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
