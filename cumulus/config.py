@@ -66,6 +66,11 @@ class Settings:
     # (a small map is cheap to read as it is) (cumulus/store/maps.py).
     map_compaction_ratio: float = 1.0
     map_compaction_min_rows: int = 10_000
+    # Validation of a closed epoch checks the map entries and base tuples the epoch
+    # touched; every this many epochs (epoch 1, 1 + K, ...) and on demand (validate
+    # --full) it checks every entry and tuple and runs the oracle, which recomputes every
+    # view: as costly as what Cumulus replaces (cumulus/quality/validate.py).
+    full_validation_every: int = 10
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +80,8 @@ class Settings:
             object.__setattr__(self, "catalog_uri", sqlite_catalog_uri(home / "catalog.db"))
         warehouse = Path(self.warehouse).expanduser() if self.warehouse else home / "warehouse"
         object.__setattr__(self, "warehouse", warehouse.resolve())
+        if int(self.full_validation_every) < 1:
+            raise ConfigError(f"full_validation_every must be at least 1 (every epoch), got {self.full_validation_every}")
         if not self.catalog_uri.startswith("jdbc:"):
             raise ConfigError(
                 f"catalog_uri must be a JDBC uri (jdbc:sqlite:... or jdbc:postgresql://...), "

@@ -1,7 +1,7 @@
 """`cumulus validate` and `cumulus quality report`: the data-quality step of a closed
 epoch and its report.
 
-    cumulus validate [--epoch N]                       exit 0 passed, 1 failed, 2 error
+    cumulus validate [--epoch N] [--full]              exit 0 passed, 1 failed, 2 error
     cumulus quality report [--epoch N] [--format table|json]
 
 `validate` runs Spark and Great Expectations; `quality report` reads the summary JSON
@@ -64,7 +64,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         spark = spark_session(settings, app_name=f"cumulus validate epoch {epoch}")
         attach_catalog(spark, settings)
-        outcome = validate_epoch(spark, settings, epoch, expectations=args.expectations, progress=_say)
+        outcome = validate_epoch(
+            spark, settings, epoch, expectations=args.expectations, progress=_say, full=True if args.full else None
+        )
     except CumulusError:
         raise
     except Exception as exc:  # a crash is not a verdict on the data: exit 2, not 1
@@ -110,6 +112,8 @@ def register(subparsers) -> None:
     )
     v.add_argument("--epoch", type=int, help="the epoch (default: the latest closed one not yet validated)")
     v.add_argument("--expectations", help="folder of suite files (default: the repository's expectations/)")
+    v.add_argument("--full", action="store_true", help="check every entry and tuple and run the oracle, whatever "
+                   "the epoch (default: epoch 1 and every full_validation_every epochs; otherwise what the epoch touched)")
     v.set_defaults(func=cmd_validate)
 
     q = subparsers.add_parser("quality", help="data-quality reports of validated epochs")

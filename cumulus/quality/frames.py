@@ -40,11 +40,25 @@ def json_of(columns: Sequence[str]) -> Column:
     return F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]), {"ignoreNullFields": "false"})
 
 
-def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts], epoch: int) -> DataFrame:
+def _touched(frame: DataFrame, changed: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rows of `frame` whose `columns` equal (NULL-safe) those of a row of `changed`."""
+    from pyspark.sql import functions as F
+
+    if not columns:
+        return frame.join(changed.limit(1).select(F.lit(1).alias("__one")), how="left_semi")
+    keys = changed.select(*[F.col(f"`{c}`").alias(f"__t{i}") for i, c in enumerate(columns)]).distinct()
+    cond = [F.col(f"`{c}`").eqNullSafe(F.col(f"__t{i}")) for i, c in enumerate(columns)]
+    return frame.join(keys, cond, "left_semi")
+
+
+def maps_frame(
+    spark: SparkSession, settings: Settings, maps: Iterable[MapFacts], epoch: int, *, touched: bool = False
+) -> DataFrame:
     """One row per entry, as readers see it: a map's rows at the tag summed per key, zero
     sums left out (absent entries). Columns: map, key (JSON), value (the sum, as DOUBLE;
     NULL only if every row of the entry had none), kind (count | value), null_key (the
-    first key column that is NULL although it cannot be, else NULL)."""
+    first key column that is NULL although it cannot be, else NULL). `touched`: only the
+    entries the epoch wrote a row to (a compaction through the epoch marks them all)."""
     from pyspark.sql import functions as F
 
     tagged = at_tag(spark, maps_table(settings), epoch)
@@ -61,6 +75,8 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
             .agg(F.sum("value").alias("value"), F.count(F.lit(1)).alias("rows"))
             .where((F.col("rows") > 0) & (F.col("value").isNull() | (F.col("value") != 0)))
         )
+        if touched:
+            entries = _touched(entries, map_slice(tagged.where(F.col("epoch") == epoch), m.info), m.keys)
         parts.append(
             entries.select(
                 F.lit(m.name).alias("map"),
@@ -73,21 +89,27 @@ def maps_frame(spark: SparkSession, settings: Settings, maps: Iterable[MapFacts]
     return _stack(spark, parts, MAPS_SCHEMA)
 
 
-def base_frame(spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int) -> DataFrame:
+def base_frame(
+    spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int, *, touched: bool = False
+) -> DataFrame:
     """Columns: relation, tuple (JSON of the relation's columns), mult: one row per tuple
-    stored with a nonzero count (the fold layers summed, cumulus.store.fold.base_rows)."""
+    stored with a nonzero count (the fold layers summed, cumulus.store.fold.base_rows).
+    `touched`: only the tuples the epoch's events changed."""
     from pyspark.sql import functions as F
 
     from cumulus.store.fold import base_rows
 
-    parts = [
-        base_rows(spark, base_table(settings, r.name), list(r.column_names), tag_name(epoch), live=False).select(
+    parts = []
+    for r in relations:
+        rows = base_rows(spark, base_table(settings, r.name), list(r.column_names), tag_name(epoch), live=False)
+        if touched:
+            changed = spark.table(events_table(settings, r.name)).where(F.col("epoch") == epoch)
+            rows = _touched(rows, changed, list(r.column_names))
+        parts.append(rows.select(
             F.lit(r.name).alias("relation"),
             json_of(r.column_names).alias("tuple"),
             F.col("mult").cast("bigint").alias("mult"),
-        )
-        for r in relations
-    ]
+        ))
     return _stack(spark, parts, BASE_SCHEMA)
 
 

@@ -60,10 +60,11 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     return ShopHome(settings, 1)
 
 
-def corrupt_map(spark, settings: Settings, map_name: str, epoch: int) -> tuple:
-    """Append a row that drives an entry of the count map `map_name` to -1 and move the
-    tag epoch-N onto that snapshot: every read sums the entry to an impossible count.
-    Returns the key that was hit."""
+def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, *, retag: bool = True, avoid=None) -> tuple:
+    """Append a row (versioned as epoch N) that drives an entry of the count map
+    `map_name` at the tag epoch-N, not keyed `avoid`, to -1, and move the tag onto that
+    snapshot (`retag`; else the row waits on main for the next close): every read sums
+    the entry to an impossible count. Returns the key that was hit."""
     from pyspark.sql import functions as F
 
     from cumulus.quality.frames import at_tag
@@ -73,13 +74,17 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int) -> tuple:
     info = Reader(settings).compilation.checked.maps[map_name]
     table = maps_table(settings)
     rows = map_slice(at_tag(spark, table, epoch), info)
-    entry = rows.groupBy(*info.key_names).agg(F.sum("value").alias("value")).where("value > 0").orderBy("value").first()
+    entries = rows.groupBy(*info.key_names).agg(F.sum("value").alias("value")).where("value > 0")
+    if avoid is not None:
+        entries = entries.where(~F.struct(*info.key_names).eqNullSafe(F.struct(*[F.lit(v) for v in avoid])))
+    entry = entries.orderBy("value").first()
     victim = spark.createDataFrame(
         [(*(entry[k] for k in info.key_names), -entry["value"] - 1)], rows.schema
     ).toDF(*[f"k{i}" for i in range(info.arity)], "value")
     version = {"epoch": F.lit(epoch), "source_id": F.lit(9), "seq": F.lit(999_999)}
     entry_rows(victim, info, entries_columns(spark, settings), version).writeTo(table).append()
-    spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
+    if retag:
+        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
     return tuple(entry[k] for k in info.key_names)
 
 

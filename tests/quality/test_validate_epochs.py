@@ -95,3 +95,44 @@ def test_a_published_epoch_is_only_reported_again(shop, capsys) -> None:
     assert _cli(shop, "validate", "--epoch", "1") == 0
     assert "already published" in capsys.readouterr().out
     assert _ledger(shop).state == "published"
+
+
+
+def test_a_later_epoch_checks_what_it_touched_and_full_checks_everything(spark, shop, tmp_path, capsys) -> None:
+    """Epoch 2 adds one order of a new region, and a faulty row (versioned as epoch 1)
+    drives the count of another region to -1 before the close. The full validation
+    (every entry, the oracle) fails on it; epoch 2's default validation covers only the
+    entries and tuples the epoch touched, skips the oracle, and passes."""
+    from cumulus.engine.close import close_epoch
+    from cumulus.engine.registry import batch_plan
+    from cumulus.ingest.job import ingest_files
+    from cumulus.read import Reader
+
+    settings = shop.settings
+    folder = tmp_path / "epoch2"
+    folder.mkdir()
+    (folder / "orders.csv").write_text("1|1|9001|zz|2024-05-01|12.50|1.5\n")
+    ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
+    hit = corrupt_map(spark, settings, "sales_count", 1, retag=False)
+    reader = Reader(settings)
+    close_epoch(spark, settings, batch_plan(reader.compilation), 2)
+    assert reader.entries("sales_count", hit, reader.stable(2)) == {hit: -1}
+    assert ("zz",) in reader.entries("sales_count", (), reader.stable(2))
+
+    assert _cli(shop, "validate", "--epoch", "2", "--full") == 1
+    out = capsys.readouterr().out
+    assert "validating in full" in out
+    failed = json.loads(ledger_row(pyiceberg_catalog(settings), settings, 2).validation_detail)["failed_checks"]
+    assert "maps.counts_not_negative" in failed and "oracle.sales" in failed
+
+    assert _cli(shop, "validate", "--epoch", "2") == 0  # the default for epoch 2: what it touched
+    out = capsys.readouterr().out
+    assert "validating what the epoch touched" in out and "at epoch 11 or with --full" in out
+    assert "oracle" not in out.split("report:")[0]
+    summary = json.loads((settings.home / "reports" / "epoch-2" / "summary.json").read_text())
+    assert summary["scope"] == "touched" and summary["views"] == []
+    assert _ledger_state(shop, 2) == "published"
+
+
+def _ledger_state(home, epoch: int) -> str:
+    return ledger_row(pyiceberg_catalog(home.settings), home.settings, epoch).state
