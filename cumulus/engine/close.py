@@ -32,7 +32,7 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.engine.publish import move_stable
 from cumulus.errors import StoreError
@@ -62,11 +62,10 @@ log = logging.getLogger("cumulus.close")
 def sources_with_events(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> list[int]:
     from pyspark.sql import functions as F
 
-    found: set[int] = set()
-    for rel in plan.order:
-        rows = spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("source_id").distinct().collect()
-        found.update(r["source_id"] for r in rows)
-    return sorted(found)
+    ids = [spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("source_id") for rel in plan.order]
+    if not ids:
+        return []
+    return sorted(r["source_id"] for r in union_all(ids).distinct().collect())  # one Spark job
 
 
 # ---------------------------------------------------------------- repair

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cumulus.config import Settings, load_settings, settings_from_args
-from cumulus.engine import jars
 from cumulus.errors import ConfigError
+from cumulus.spark import jars
 from cumulus.spark.session import spark_conf
 from cumulus.store.catalog import sqlalchemy_uri
 
