@@ -120,7 +120,8 @@ def commit_count(spark, tables: list[str]) -> int:
 
 def jobs_started(spark) -> int:
     """Spark jobs submitted so far in this session (the scheduler's next job id)."""
-    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId().get())
+    next_id = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()  # an AtomicInteger, py4j may unbox it
+    return int(next_id if isinstance(next_id, int) else next_id.get())
 
 
 def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple[dict[str, int], float]:
@@ -138,7 +139,7 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
         cols = ", ".join(rel.column_names)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE {rel.name} AS SELECT {cols} FROM "
-            f"(SELECT {cols}, SUM(mult) AS m FROM {rel.name}_stored GROUP BY ALL HAVING SUM(mult) > 0), range(m)"
+            f"(SELECT {cols}, CAST(SUM(mult) AS BIGINT) AS m FROM {rel.name}_stored GROUP BY ALL HAVING SUM(mult) > 0), range(m)"
         )
     counts = {name: len(con.execute(sql).fetchall()) for name, sql in views.items()}
     return counts, time.perf_counter() - t
