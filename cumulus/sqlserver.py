@@ -26,8 +26,6 @@ THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000  # HiveServer2's
 
 
-
-
 @dataclass(frozen=True)
 class ServerPlan:
     command: list[str]

@@ -17,8 +17,6 @@ from cumulus.errors import SQLQueryError
 FORMATS = ("table", "csv", "json")
 
 
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sql",

@@ -60,8 +60,6 @@ APPLIES_COLUMNS = (
 )
 
 
-
-
 @dataclass
 class ApplyRecord:
     batch_id: str

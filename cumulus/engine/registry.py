@@ -32,8 +32,6 @@ VIEWS_COLUMNS = (
 SQL, M3 = "sql", "m3"
 
 
-
-
 @dataclass(frozen=True)
 class RegisteredView:
     name: str

@@ -19,8 +19,6 @@ SUITES = ("tags", "maps", "base", "events", "oracle")  # the order they run and 
 ENV_DIR = "CUMULUS_EXPECTATIONS"
 
 
-
-
 @dataclass(frozen=True)
 class Check:
     """One expectation of a suite, named by meta.check (what reports and the ledger say)."""

@@ -116,7 +116,7 @@ class Scope:
     skipped_views: list[str]  # registered after it: no tag epoch-N yet
     maps: list[MapFacts]  # the due views' maps that carry the tag
     relations: list[Relation]  # the relations whose base table carries the tag
-    tables: dict[str, str]  # every due map and base table -> "map" | "base"
+    tables: dict[str, str]  # every due map and base table -> "maps" | "base"
     tags: dict[str, int | None]  # table -> the snapshot its tag epoch-N points at
     skipped_maps: list[str]
 

@@ -60,9 +60,17 @@ SPARK_DDL = {
 
 def key_type(type_: str) -> DataType:
     """The Spark type of a key of M3 type `type_` (what the evaluator computes with)."""
-    from pyspark.sql.types import _parse_datatype_string
+    from pyspark.sql import types as T
 
-    return _parse_datatype_string(SPARK_DDL[type_])
+    spark_types = {
+        "int": T.LongType(),
+        "float": T.DoubleType(),
+        "decimal": T.DecimalType(38, MAX_SCALE),
+        "string": T.StringType(),
+        "date": T.DateType(),
+        "bool": T.BooleanType(),
+    }
+    return spark_types[type_]
 
 
 def value_type(info: MapInfo) -> DataType:
