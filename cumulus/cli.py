@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
-
-from cumulus.errors import CumulusError
 
 # Each module registers its subcommands; the handler is stored as `func` on the parser.
 COMMAND_MODULES = [
@@ -48,21 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise
-    try:
-        return int(args.func(args) or 0)
-    except CumulusError as exc:
-        print(f"cumulus: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+    from cumulus.engine.api import run_step
+
+    args = build_parser().parse_args(argv)
+    return run_step(lambda: args.func(args), verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ ENV_VARS = {
 }
 
 
+EPOCH_MODES = ("auto", "incremental", "recompute")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where Cumulus keeps its state and how it reaches Spark and the catalog.
@@ -71,6 +74,10 @@ class Settings:
     # --full) it checks every entry and tuple and runs the oracle, which recomputes every
     # view: as costly as what Cumulus replaces (cumulus/quality/validate.py).
     full_validation_every: int = 10
+    # How a close brings the maps to the epoch's state when batches are still pending:
+    # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
+    # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).
+    epoch_mode: str = "auto"
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -82,6 +89,8 @@ class Settings:
         object.__setattr__(self, "warehouse", warehouse.resolve())
         if int(self.full_validation_every) < 1:
             raise ConfigError(f"full_validation_every must be at least 1 (every epoch), got {self.full_validation_every}")
+        if self.epoch_mode not in EPOCH_MODES:
+            raise ConfigError(f"epoch_mode must be one of {', '.join(EPOCH_MODES)}, got {self.epoch_mode!r}")
         if not self.catalog_uri.startswith("jdbc:"):
             raise ConfigError(
                 f"catalog_uri must be a JDBC uri (jdbc:sqlite:... or jdbc:postgresql://...), "

@@ -16,12 +16,19 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.cli import main as cli_main
+    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/apply.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
-    args, rest = parser.parse_known_args(argv)
-    return cli_main((["--home", args.home] if args.home else []) + ["apply", *rest])
+    parser.add_argument("--source", required=True, help="the source whose batches are applied")
+    parser.add_argument("--epoch", type=int, help="the epoch (default: the open one)")
+    args = parser.parse_args(argv)
+
+    def step() -> None:
+        applied = Engine.open(args.home, app_name=f"cumulus-apply-{args.source}").apply(args.source, args.epoch)
+        print(f"epoch {applied.epoch} source {args.source}: {applied.summary}")
+
+    return run_step(step)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,14 @@ import sys
 log = logging.getLogger("cumulus.pipeline.close")
 
 
-def record(settings, epoch: int) -> dict:
+def record(engine, epoch: int) -> dict:
     """Counts and late files of a closed epoch into its ledger row (idempotent)."""
     from cumulus.pipeline.config import load_pipeline_config
     from cumulus.pipeline.epochs import CLOSED, late_entries
-    from cumulus.spark.session import spark_session
     from cumulus.store.files import epoch_counts
     from cumulus.store.ledger import ledger_row, transition
 
-    spark = spark_session(settings, app_name=f"cumulus-close-{epoch}")
+    spark, settings = engine.spark, engine.settings
     row = ledger_row(spark, settings, epoch)
     if row is None or row.state != CLOSED:
         return {}
@@ -43,25 +42,26 @@ def record(settings, epoch: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.cli import main as cli_main
-    from cumulus.config import load_settings
-    from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.ledger import epoch_to_close
+    from cumulus.engine import Engine, run_step
+    from cumulus.output import render
 
     parser = argparse.ArgumentParser(prog="spark_jobs/close.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
     parser.add_argument("--epoch", type=int, help="the epoch (default: an interrupted close's, else the open one)")
     args = parser.parse_args(argv)
-    settings = load_settings(args.home)
-    epoch = args.epoch
-    if epoch is None:
-        epoch, why = epoch_to_close(pyiceberg_catalog(settings), settings)
-        print(f"closing epoch {epoch} ({why})", flush=True)
-    code = cli_main((["--home", args.home] if args.home else []) + ["epoch", "close", "--epoch", str(epoch)])
-    if code == 0:
-        fields = record(settings, epoch)
-        print(f"epoch {epoch}: recorded {fields}")
-    return code
+
+    def step() -> None:
+        engine = Engine.open(args.home, app_name="cumulus-close")
+        epoch = args.epoch
+        if epoch is None:
+            epoch, why = engine.epoch_to_close()
+            print(f"closing epoch {epoch} ({why})", flush=True)
+        epoch, metrics = engine.close(epoch)
+        print(f"epoch {epoch} closed and tagged epoch-{epoch}")
+        print(render(list(metrics), [tuple(metrics.values())], "table"), end="")
+        print(f"epoch {epoch}: recorded {record(engine, epoch)}")
+
+    return run_step(step)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,25 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.cli import main as cli_main
+    from cumulus.commands.ingest import add_arguments, print_report
+    from cumulus.engine import Engine, run_step
+    from cumulus.errors import IngestError
 
     parser = argparse.ArgumentParser(prog="spark_jobs/ingest.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
-    args, rest = parser.parse_known_args(argv)
-    return cli_main((["--home", args.home] if args.home else []) + ["ingest", *rest])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+
+    def step() -> None:
+        engine = Engine.open(args.home, app_name=f"cumulus-ingest-{args.source}")
+        try:
+            print_report(engine.ingest(args.source, args.paths or None, args.format, args.relation))
+        except IngestError as exc:
+            if exc.report is not None:
+                print_report(exc.report)
+            raise
+
+    return run_step(step)
 
 
 if __name__ == "__main__":

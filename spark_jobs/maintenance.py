@@ -16,12 +16,14 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.cli import main as cli_main
+    from cumulus.commands.maintenance import add_arguments, maintain
+    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/maintenance.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
-    args, rest = parser.parse_known_args(argv)
-    return cli_main((["--home", args.home] if args.home else []) + ["maintenance", *rest])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_step(lambda: maintain(Engine.open(args.home, app_name="cumulus-maintenance"), args))
 
 
 if __name__ == "__main__":

@@ -22,12 +22,21 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.cli import main as cli_main
+    from cumulus.commands.quality import exit_status, say
+    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/validate.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
-    args, rest = parser.parse_known_args(argv)
-    return cli_main((["--home", args.home] if args.home else []) + ["validate", *rest])
+    parser.add_argument("--epoch", type=int, help="the epoch (default: the latest closed one not yet validated)")
+    parser.add_argument("--expectations", help="folder of suite files (default: the repository's expectations/)")
+    parser.add_argument("--full", action="store_true", help="check every entry and tuple and run the oracle")
+    args = parser.parse_args(argv)
+
+    def step() -> int:
+        engine = Engine.open(args.home, app_name="cumulus-validate")
+        return exit_status(engine.validate(args.epoch, args.expectations, True if args.full else None, progress=say))
+
+    return run_step(step)
 
 
 if __name__ == "__main__":

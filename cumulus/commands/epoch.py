@@ -63,16 +63,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    from cumulus.commands.views import engine_plan
-    from cumulus.engine.close import close_epoch
-    from cumulus.store.ledger import epoch_to_close
+    from cumulus.commands import engine_for
 
-    settings, spark, plan = engine_plan(args)
+    cumulus = engine_for(args)
     epoch = args.epoch
     if epoch is None:
-        epoch, why = epoch_to_close(spark, settings)
+        epoch, why = cumulus.epoch_to_close()
         print(f"cumulus: closing epoch {epoch} ({why})", file=sys.stderr, flush=True)
-    metrics = close_epoch(spark, settings, plan, epoch)
+    epoch, metrics = cumulus.close(epoch)
     sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
     sys.stdout.write(render(list(metrics), [tuple(metrics.values())], args.format))
     return 0

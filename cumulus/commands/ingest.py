@@ -6,19 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cumulus.config import settings_from_args
 from cumulus.errors import IngestError
 from cumulus.output import render
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from cumulus.ingest.job import ingest_files
-    from cumulus.spark.session import spark_session
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
-    spark = spark_session(settings, app_name=f"cumulus-ingest-{args.source}")
     try:
-        report = ingest_files(spark, settings, args.source, args.paths or None, args.format, args.relation)
+        report = engine_for(args).ingest(args.source, args.paths or None, args.format, args.relation)
     except IngestError as exc:
         if exc.report is not None:
             print_report(exc.report)

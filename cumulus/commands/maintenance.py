@@ -7,20 +7,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cumulus.config import settings_from_args
 from cumulus.output import FORMATS, render
 
 
 def cmd_maintenance(args: argparse.Namespace) -> int:
-    from cumulus.pipeline.config import load_pipeline_config, parse_duration
-    from cumulus.spark.session import spark_session
-    from cumulus.store.maintenance import maintain
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
+    return maintain(engine_for(args), args)
+
+
+def maintain(engine, args: argparse.Namespace) -> int:
+    """Run maintenance with the options of `add_arguments` (defaults from [pipeline])."""
+    from cumulus.pipeline.config import load_pipeline_config, parse_duration
+
+    settings = engine.settings
     cfg = load_pipeline_config(settings.home)
-    spark = spark_session(settings, app_name="cumulus-maintenance")
-    reports = maintain(
-        spark, settings,
+    reports = engine.maintain(
         retain_last=args.retain_last or cfg.retain_last,
         retain_for=parse_duration(args.retain_for, "--retain-for") if args.retain_for else cfg.retain_for,
         expire=not args.no_expire,
@@ -30,7 +32,7 @@ def cmd_maintenance(args: argparse.Namespace) -> int:
     )
     columns = ["table", "snapshots_before", "snapshots_after", "tags", "data_files_deleted",
                "files_rewritten", "files_added", "delete_files_removed", "layer_rows_compacted", "delta_rows_compacted",
-               "seconds"]
+               "log_rows_compacted", "seconds"]
     sys.stdout.write(render(columns, [tuple(getattr(r, c) for c in columns) for r in reports], args.format))
     return 0
 
@@ -45,6 +47,11 @@ def register(subparsers) -> None:
         "(epoch-N), the newest --retain-last, those younger than --retain-for and those an "
         "unclosed epoch may still need are kept. Defaults from [pipeline] in cumulus.toml.",
     )
+    add_arguments(p)
+    p.set_defaults(func=cmd_maintenance)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retain-last", type=int, dest="retain_last", help="snapshots kept per table (default [pipeline] retain_last, 5)")
     p.add_argument("--retain-for", dest="retain_for", help="keep snapshots younger than this, e.g. 7d, 0s (default [pipeline] retain_for)")
     p.add_argument("--no-expire", action="store_true", help="do not expire snapshots")
@@ -53,4 +60,3 @@ def register(subparsers) -> None:
     compact.add_argument("--no-compact", dest="compact", action="store_false", help="do not compact")
     p.add_argument("--table", action="append", help="only this table, e.g. maps.entries (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="table")
-    p.set_defaults(func=cmd_maintenance)

@@ -13,67 +13,28 @@ when `validate` exits 0; 1 is a verdict on the data (retrying cannot help), 2 an
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from cumulus.config import settings_from_args
-from cumulus.errors import CumulusError
-
-log = logging.getLogger("cumulus.quality")
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from cumulus.errors import QualityError
-    from cumulus.quality.summary import read_summary
-    from cumulus.quality.validate import epoch_to_validate, validate_epoch
-    from cumulus.spark.session import spark_session
-    from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.ledger import CLOSED, FAILED, PUBLISHED, ledger_row
-    from cumulus.store.tables import attach_catalog
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
-    catalog = pyiceberg_catalog(settings)  # the ledger without a JVM: skip Spark when there is nothing to do
-    epoch = args.epoch
-    if epoch is None:
-        epoch = epoch_to_validate(catalog, settings)
-        if epoch is None:
-            _say("nothing to validate: no closed epoch is waiting for validation (see cumulus epoch status)")
-            return EXIT_PASSED
-    row = ledger_row(catalog, settings, epoch)
-    if row is None:
-        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
-    if row.state == PUBLISHED:
-        summary = read_summary(settings, epoch)
-        _say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
-        if summary:
-            _say(f"report: {summary['report']}")
-        return EXIT_PASSED
-    if row.state not in (CLOSED, FAILED):
-        raise QualityError(
-            f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
-            f"(close it first: cumulus --home {settings.home} epoch close)"
-        )
-    _say(f"epoch {epoch}: starting validation")
-    try:
-        spark = spark_session(settings, app_name=f"cumulus validate epoch {epoch}")
-        attach_catalog(spark, settings)
-        outcome = validate_epoch(
-            spark, settings, epoch, expectations=args.expectations, progress=_say, full=True if args.full else None
-        )
-    except CumulusError:
-        raise
-    except Exception as exc:  # a crash is not a verdict on the data: exit 2, not 1
-        log.exception("epoch %d: validation could not run", epoch)
-        raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
-                           "the ledger is unchanged, retry") from exc
-    return EXIT_PASSED if outcome.passed else EXIT_FAILED
+    outcome = engine_for(args).validate(args.epoch, args.expectations, True if args.full else None, progress=say)
+    return exit_status(outcome)
+
+
+def exit_status(outcome) -> int:
+    """0 passed (or nothing to validate), 1 failed: a verdict on the data."""
+    return EXIT_PASSED if outcome is None or outcome.passed else EXIT_FAILED
 
 
 def cmd_report(args: argparse.Namespace) -> int:

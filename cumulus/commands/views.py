@@ -6,43 +6,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
 from cumulus.errors import CumulusError
 from cumulus.output import FORMATS, render
 
 
-def _engine(args):
-    from cumulus.spark.session import spark_session
-    from cumulus.store.home import load_home_schema
-    from cumulus.store.tables import attach_catalog
-
-    settings = settings_from_args(args)
-    spark = spark_session(settings, app_name=f"cumulus {args.command}")
-    attach_catalog(spark, settings)
-    return settings, spark, load_home_schema(settings)
-
-
-def engine_plan(args):
-    """Settings, a Spark session and the batch plan of the registered views."""
-    from cumulus.engine.registry import batch_plan, compile_registered, registered_views
-
-    settings, spark, schema = _engine(args)
-    views = registered_views(spark, settings)
-    if not views:
-        raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
-    return settings, spark, batch_plan(compile_registered(schema, views))
-
-
 def cmd_view_add(args: argparse.Namespace) -> int:
     from cumulus.commands.m3 import read_text
     from cumulus.engine.registry import M3, SQL
-    from cumulus.engine.views import add_view
 
-    settings, spark, schema = _engine(args)
     kind = M3 if args.sql.endswith(".m3") or args.m3 else SQL
     name = args.name.lower()
     text = read_text(args.sql)
-    compiled = add_view(spark, settings, schema, name, text, kind)
+    compiled = engine_for(args).add_view(name, text, kind)
     if kind == M3:
         from cumulus.m3.parser import parse_program
 
@@ -95,19 +72,8 @@ def cmd_view_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from cumulus.engine.apply import apply_source
-    from cumulus.ingest.sources import get_source
-    from cumulus.store.ledger import current_epoch
-
-    settings, spark, plan = engine_plan(args)
-    source = get_source(settings, args.source)
-    epoch = args.epoch or current_epoch(spark, settings)
-    record = apply_source(spark, settings, plan, epoch, source.priority)
-    if record is None:
-        print(f"epoch {epoch} source {source.name}: nothing to apply")
-    else:
-        print(f"epoch {epoch} source {source.name}: {record.events} events -> {record.deltas} delta rows "
-              f"in {len(record.written)} maps ({record.seconds:.1f} s)")
+    applied = engine_for(args).apply(args.source, args.epoch)
+    print(f"epoch {applied.epoch} source {args.source}: {applied.summary}")
     return 0
 
 

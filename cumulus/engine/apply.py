@@ -38,9 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.apply")
 
 APPLY_BATCH = "cumulus.apply-batch"
+RECOMPUTE = "recompute"  # the kind of a close's rebuild of every map (engine/recompute.py)
 APPLIES_COLUMNS = (
     ("batch_id", "STRING"),
-    ("kind", "STRING"),  # apply | repair | backfill
+    ("kind", "STRING"),  # apply | repair | backfill | recompute
     ("epoch", "BIGINT"),
     ("source_id", "INT"),
     ("status", "STRING"),  # started | done
@@ -87,6 +88,10 @@ class ApplyRecord:
         for key in ("ingest_batches", "events_snapshots"):
             values[key] = json.loads(values[key] or ("[]" if key == "ingest_batches" else "{}"))
         return cls(**values)
+
+    def headline(self) -> str:
+        return (f"{self.events} events -> {self.deltas} delta rows in {self.maps_written} maps "
+                f"({self.seconds:.1f} s)")
 
     def as_row(self) -> tuple:
         values = []
@@ -264,7 +269,11 @@ def apply_source(
     concurrency and repair). Returns the record, or None when there was nothing to apply."""
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"apply epoch {epoch} source {source_id}"):
-        records = [r for r in apply_records(spark, settings, epoch) if r.source_id == source_id and r.kind == "apply"]
+        everything = apply_records(spark, settings, epoch)
+        if any(r.kind == RECOMPUTE for r in everything):
+            log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
+            return None
+        records = [r for r in everything if r.source_id == source_id and r.kind == "apply"]
         started = [r for r in records if r.status == "started"]
         if started:
             record = started[0]

@@ -32,9 +32,18 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.engine.metrics import StageMeter, committed_writes
 from cumulus.engine.publish import move_stable
+from cumulus.engine.recompute import (
+    RECOMPUTE,
+    Choice,
+    base_rows,
+    choose,
+    pending_batches,
+    recompute_maps,
+    recompute_record,
+)
 from cumulus.errors import StoreError
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
@@ -45,27 +54,19 @@ from cumulus.store.ledger import (
     CLOSED,
     DONE,
     OPEN,
+    LedgerRow,
     check_in_order,
     ledger_rows,
     transition,
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table
-from cumulus.store.tables import base_table, events_table, tag_name
+from cumulus.store.tables import base_table, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.close")
-
-
-def sources_with_events(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> list[int]:
-    from pyspark.sql import functions as F
-
-    ids = [spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("source_id") for rel in plan.order]
-    if not ids:
-        return []
-    return sorted(r["source_id"] for r in union_all(ids).distinct().collect())  # one Spark job
 
 
 # ---------------------------------------------------------------- repair
@@ -160,6 +161,30 @@ def tag_tables(spark: SparkSession, tables: list[str], epoch: int, workers: int 
 # ---------------------------------------------------------------- close
 
 
+def _bring_up_to_date(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rows: list[LedgerRow]
+) -> tuple[Choice, ApplyRecord | None]:
+    """Apply the sealed epoch's pending batches, or choose to rebuild the maps after the
+    fold (the returned record, saved before anything is folded, so a retry rebuilds too)."""
+    records = apply_records(spark, settings, epoch)
+    rebuild = next((r for r in records if r.kind == RECOMPUTE), None)
+    if rebuild is not None:
+        return Choice(RECOMPUTE, "chosen before an interrupted close (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
+    taken = {b for r in records if r.kind == "apply" for b in r.ingest_batches}
+    pending = pending_batches(spark, settings, plan, epoch, taken)
+    rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
+    choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
+    log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)
+    if choice.mode == RECOMPUTE:
+        rebuild = recompute_record(epoch, pending)
+        save_record(spark, settings, rebuild)
+        return choice, rebuild
+    resume = {r.source_id for r in records if r.kind == "apply" and r.status == "started"}
+    for source_id in sorted(resume | set(pending.sources)):
+        apply_source(spark, settings, plan, epoch, source_id)
+    return choice, None
+
+
 class StepMetrics:
     """Seconds and Spark I/O per step: `with steps("fold"): ...` adds fold_s,
     fold_bytes_read, fold_rows_read, fold_bytes_written, fold_rows_written."""
@@ -203,17 +228,24 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     with steps("apply"):
         if row.state == OPEN:
             transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
-        for source_id in sources_with_events(spark, settings, plan, epoch):
-            apply_source(spark, settings, plan, epoch, source_id)
+        choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows)
     fault_point("close.after-apply")
     with catalog_lock(settings, f"close epoch {epoch}"):
-        with steps("repair"):
-            repaired = repair_epoch(spark, settings, plan, epoch)
+        with steps("repair"):  # a rebuild reads base.*, never a stale state
+            repaired = 0 if rebuild else repair_epoch(spark, settings, plan, epoch)
         with steps("fold"):
             folds = fold_epoch(spark, settings, epoch)
         bases = [base_table(settings, r.name) for r in plan.checked.schema.relations]
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
+        if rebuild is not None:
+            with steps("recompute"):
+                t = time.perf_counter()
+                recompute_maps(spark, settings, plan, rebuild)
+                rebuild.seconds, rebuild.status = round(time.perf_counter() - t, 3), "done"
+                save_record(spark, settings, rebuild)
+            steps.metrics["recompute_rows"] = base_rows(spark, settings, plan)
+            fault_point("close.after-recompute")
         with steps("compact_maps"):
             compacted = compact_maps(spark, settings, epoch, when_due=True)
         maps = maps_table(settings)
@@ -224,10 +256,13 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         fault_point("close.after-tag")
         records = [r for r in apply_records(spark, settings, epoch) if r.status == "done"]
         applies = [r for r in records if r.kind == "apply"]
+        rebuilt = [r for r in records if r.kind == RECOMPUTE]
         metrics = {
-            "events": sum(r.events for r in applies),
+            "mode": choice.mode,
+            "mode_reason": choice.reason,
+            "events": sum(r.events for r in applies + rebuilt),
             "deltas": sum(r.deltas for r in records),
-            "batches": len(applies),
+            "batches": len(applies) + sum(len(r.ingest_batches) for r in rebuilt),
             "repaired_batches": repaired,
             # delta rows of the maps rewritten as one row per entry (they outgrew
             # map_compaction_ratio); a resumed close counts only its own run

@@ -61,6 +61,27 @@ def epoch_to_validate(reader, settings: Settings) -> int | None:
     return max(closed) if closed else None
 
 
+def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> Outcome | None:
+    """The stored outcome of an epoch published already; None for a closed (or failed)
+    epoch, which validation runs on; QualityError for one that is not in the ledger or
+    not closed. `reader`: a SparkSession or a PyIceberg catalog (no JVM)."""
+    row = ledger_row(reader, settings, epoch)
+    if row is None:
+        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
+    if row.state == PUBLISHED:
+        summary = read_summary(settings, epoch) or summary_from_ledger(settings, epoch, row)
+        say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
+        say(f"report: {summary['report']}")
+        log.info("epoch %d: already published; reporting the stored validation", epoch)
+        return Outcome(epoch, True, PUBLISHED, Path(summary["report"]), summary, validated=False)
+    if row.state not in (CLOSED, FAILED_STATE):
+        raise QualityError(
+            f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
+            f"(close it first: cumulus --home {settings.home} epoch close)"
+        )
+    return None
+
+
 def validate_epoch(
     spark: SparkSession,
     settings: Settings,
@@ -74,22 +95,12 @@ def validate_epoch(
     and runs the oracle, which recomputes every view; otherwise the checks cover what the
     epoch touched: the entries it wrote, the tuples its events changed, its events."""
     say = progress or (lambda _line: None)
-    row = ledger_row(spark, settings, epoch)
-    if row is None:
-        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
-    if row.state == PUBLISHED:
-        summary = read_summary(settings, epoch) or summary_from_ledger(settings, epoch, row)
-        say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")
-        log.info("epoch %d: already published; reporting the stored validation", epoch)
-        return Outcome(epoch, True, PUBLISHED, Path(summary["report"]), summary, validated=False)
-    if row.state not in (CLOSED, FAILED_STATE):
-        raise QualityError(
-            f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
-            f"(close it first: cumulus --home {settings.home} epoch close)"
-        )
+    done = published_outcome(spark, settings, epoch, say)
+    if done is not None:
+        return done
     specs = load_suites(expectations)
     started = time.perf_counter()
-    log.info("epoch %d: validating (ledger state %s)", epoch, row.state)
+    log.info("epoch %d: validating", epoch)
     if full is None:
         full = is_full_epoch(settings, epoch)
     summary = _run(spark, settings, epoch, specs, say, full)

@@ -1,5 +1,9 @@
-"""The ledger: one row per epoch in `cumulus.ledger`, and the only place the current epoch
-lives. Init opens epoch 1; ingestion appends to the open epoch; the engine moves an
+"""The ledger: one row per epoch, and the only place the current epoch lives. It is
+stored append-only in `cumulus.ledger_log`: every change of an epoch's row appends the
+whole new row with the next `revision`, so a transition is one small append commit (no
+copy-on-write MERGE), and an epoch's row is its latest revision. `cumulus.ledger`, an
+Iceberg view over the log, shows those latest rows to SQL and dbt; maintenance compacts
+the log to them. Init opens epoch 1; ingestion appends to the open epoch; the engine moves an
 epoch through its states and writing the ledger row is its atomic publish point.
 
     open ──> applied ──> closed ──> published
@@ -31,7 +35,7 @@ from cumulus.errors import EpochOrderError, StoreError
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
-from cumulus.store.tables import LEDGER_COLUMNS, attach_catalog, ddl_type, ledger_table
+from cumulus.store.tables import LEDGER_COLUMNS, attach_catalog, ddl_type, ledger_log_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,6 +66,7 @@ FIELDS = tuple(name for name, _ in LEDGER_COLUMNS)
 class LedgerRow:
     epoch: int
     state: str
+    revision: int = 0  # the log's order (the latest revision of an epoch is its row)
     opened_at: dt.datetime | None = None
     sealed_at: dt.datetime | None = None
     closed_at: dt.datetime | None = None
@@ -97,17 +102,27 @@ class LedgerRow:
 
 def ledger_rows(reader: Reader, settings: Settings) -> list[LedgerRow]:
     """Every epoch's row, oldest first. `reader`: a SparkSession or PyIceberg catalog."""
-    if is_spark(reader):
-        attach_catalog(reader, settings)
-    rows = [LedgerRow.from_row(r) for r in read_rows(reader, ledger_table(settings))]
-    return sorted(rows, key=lambda r: r.epoch)
+    return _latest(_log_rows(reader, settings))
 
 
 def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | None:
+    rows = _latest(_log_rows(reader, settings, {"epoch": epoch}))
+    return rows[0] if rows else None
+
+
+def _log_rows(reader: Reader, settings: Settings, where: Mapping[str, Any] | None = None) -> list[LedgerRow]:
     if is_spark(reader):
         attach_catalog(reader, settings)
-    rows = read_rows(reader, ledger_table(settings), {"epoch": epoch})
-    return LedgerRow.from_row(rows[0]) if rows else None
+    return [LedgerRow.from_row(r) for r in read_rows(reader, ledger_log_table(settings), where)]
+
+
+def _latest(log: list[LedgerRow]) -> list[LedgerRow]:
+    """Each epoch's latest revision, oldest epoch first."""
+    latest: dict[int, LedgerRow] = {}
+    for row in log:
+        if row.epoch not in latest or row.revision > latest[row.epoch].revision:
+            latest[row.epoch] = row
+    return sorted(latest.values(), key=lambda r: r.epoch)
 
 
 def current_epoch(reader: Reader, settings: Settings) -> int:
@@ -121,7 +136,7 @@ def open_epoch(rows: list[LedgerRow], settings: Settings) -> int:
     open_epochs = [r.epoch for r in rows if r.state == OPEN]
     if not open_epochs:
         raise StoreError(
-            f"no open epoch in {ledger_table(settings)}: initialize the home first "
+            f"no open epoch in {ledger_log_table(settings)}: initialize the home first "
             f"(cumulus --home {settings.home} init --schema SCHEMA.sql)"
         )
     if len(open_epochs) > 1:
@@ -163,8 +178,8 @@ def open_first_epoch(spark: SparkSession, settings: Settings) -> LedgerRow:
         if rows:
             return rows[-1]
         now = _now()
-        row = LedgerRow(epoch=1, state=OPEN, opened_at=now, updated_at=now)
-        _upsert(spark, settings, [row], {"cumulus.ledger-epoch": 1, "cumulus.ledger-state": OPEN})
+        row = LedgerRow(epoch=1, state=OPEN, revision=1, opened_at=now, updated_at=now)
+        _append(spark, settings, [row], {"cumulus.ledger-epoch": 1, "cumulus.ledger-state": OPEN})
         log.info("epoch 1 opened")
         return row
 
@@ -181,7 +196,7 @@ def transition(
     EpochOrderError. Takes the catalog lock; returns the new row."""
     if state not in STATES:
         raise StoreError(f"unknown epoch state {state!r} (states: {', '.join(STATES)})")
-    unknown = sorted(set(fields) - set(FIELDS) | ({"epoch", "state"} & set(fields)))
+    unknown = sorted(set(fields) - set(FIELDS) | ({"epoch", "state", "revision"} & set(fields)))
     if unknown:
         raise StoreError(f"not ledger fields: {', '.join(unknown)}")
     with catalog_lock(settings, f"ledger: epoch {epoch} -> {state}"):
@@ -199,7 +214,8 @@ def transition(
             verb = "sealed" if state == APPLIED else "closed"
             check_in_order(ordered, epoch, f"epoch {epoch} cannot be {verb}", settings)
         now = _now()
-        changes: dict[str, Any] = dict(fields, state=state, updated_at=now)
+        revision = max(r.revision for r in ordered) + 1
+        changes: dict[str, Any] = dict(fields, state=state, revision=revision, updated_at=now)
         if row.state == OPEN and state != OPEN:
             changes["sealed_at"] = now
         if state == CLOSED and row.state != CLOSED:
@@ -208,8 +224,8 @@ def transition(
             changes["published_at"] = now
         new_rows = [_replace(row, changes)]
         if row.state == OPEN and state != OPEN and epoch + 1 not in rows:
-            new_rows.append(LedgerRow(epoch=epoch + 1, state=OPEN, opened_at=now, updated_at=now))
-        _upsert(
+            new_rows.append(LedgerRow(epoch=epoch + 1, state=OPEN, revision=revision, opened_at=now, updated_at=now))
+        _append(
             spark, settings, new_rows, {"cumulus.ledger-epoch": epoch, "cumulus.ledger-state": state}
         )
         log.info("epoch %d: %s -> %s", epoch, row.state, state)
@@ -224,20 +240,30 @@ def _replace(row: LedgerRow, changes: Mapping[str, Any]) -> LedgerRow:
     return LedgerRow(**values)
 
 
-def _upsert(
+def _append(
     spark: SparkSession, settings: Settings, rows: list[LedgerRow], props: Mapping[str, Any]
 ) -> None:
-    """One MERGE commit: the rows replace the ledger rows of their epochs."""
+    """One append commit: the rows supersede the earlier revisions of their epochs."""
     df = spark.createDataFrame([r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
-    view = "cumulus_ledger_upsert"
-    df.createOrReplaceTempView(view)
-    target = ledger_table(settings)
     with commit_properties(spark, props):
-        spark.sql(
-            f"MERGE INTO {target} t USING {view} s ON t.epoch = s.epoch "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-        )
-    spark.catalog.dropTempView(view)
+        df.writeTo(ledger_log_table(settings)).append()
+
+
+def compact_ledger(spark: SparkSession, settings: Settings) -> int:
+    """Rewrite the log as each epoch's latest row (maintenance): one overwrite commit
+    that changes no epoch's row, so readers see the same ledger before and after. Takes
+    the catalog lock; returns the rows dropped."""
+    from pyspark.sql import functions as F
+
+    with catalog_lock(settings, "compact the ledger"):
+        log = _log_rows(spark, settings)
+        latest = _latest(log)
+        dropped = len(log) - len(latest)
+        if dropped:
+            df = spark.createDataFrame([r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
+            with commit_properties(spark, {"cumulus.ledger-compacted": len(latest)}):
+                df.writeTo(ledger_log_table(settings)).overwrite(F.lit(True))
+        return dropped
 
 
 def _now() -> dt.datetime:

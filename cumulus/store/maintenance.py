@@ -14,7 +14,8 @@ Compaction first rewrites every base table that has fold layers as one row per l
 `base_compaction_ratio`) and the maps table, when it holds delta rows of closed epochs, as
 one row per entry (cumulus/store/maps.py: applies append, the close compacts only past
 `map_compaction_ratio`; the open epoch's rows stay as they are, its close repairs against
-them), then runs Iceberg's rewrite_data_files (bin-pack to
+them), and the ledger log as each epoch's latest row (cumulus/store/ledger.py), then runs
+Iceberg's rewrite_data_files (bin-pack to
 `target_file_size_mb`, where at least two small files can be merged, and every data file
 that has position deletes: row-level SQL on merge-on-read tables leaves those, then
 rewrite_position_delete_files drops the delete files left dangling); rows and tags are
@@ -35,7 +36,7 @@ from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import compact_maps, maps_table
-from cumulus.store.tables import NAMESPACES, attach_catalog, base_table
+from cumulus.store.tables import NAMESPACES, attach_catalog, base_table, ledger_log_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +56,7 @@ class TableReport:
     delete_files_removed: int = 0
     layer_rows_compacted: int = 0  # base tables: fold-layer rows merged into the compact part
     delta_rows_compacted: int = 0  # the maps table: delta rows of closed epochs summed per entry
+    log_rows_compacted: int = 0  # the ledger log: superseded revisions of epoch rows dropped
     seconds: float = 0.0
 
 
@@ -105,7 +107,7 @@ def maintain(
     """Expire and/or compact every table of the home (or `tables`); one report per table."""
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
-    from cumulus.store.ledger import DONE, ledger_rows
+    from cumulus.store.ledger import DONE, compact_ledger, ledger_rows
 
     catalog = settings.catalog
     bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
@@ -120,11 +122,13 @@ def maintain(
             before = _count(spark, table, "snapshots")
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
-            rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = 0
+            rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = log_rows = 0
             if compact and table in bases:
                 layer_rows = compact_base(spark, settings, bases[table])
             if compact and table == maps_table(settings) and closed is not None:
                 delta_rows = compact_maps(spark, settings, closed)
+            if compact and table == ledger_log_table(settings):
+                log_rows = compact_ledger(spark, settings)
             if compact:
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
@@ -151,7 +155,7 @@ def maintain(
                 table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
                 tags=_count(spark, table, "tags"), data_files_deleted=deleted,
                 files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed,
-                layer_rows_compacted=layer_rows, delta_rows_compacted=delta_rows,
+                layer_rows_compacted=layer_rows, delta_rows_compacted=delta_rows, log_rows_compacted=log_rows,
                 seconds=round(time.perf_counter() - t, 2),
             )
             log.info("maintenance %s: snapshots %d -> %d (%d tags), files rewritten %d -> %d, "

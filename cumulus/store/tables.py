@@ -88,6 +88,7 @@ QUARANTINE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 LEDGER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("epoch", "BIGINT"),
+    ("revision", "BIGINT"),  # the log's order: the latest revision of an epoch is its row
     ("state", "STRING"),  # open | applied | closed | published | failed-validation
     ("opened_at", "TIMESTAMP"),
     ("sealed_at", "TIMESTAMP"),  # when the epoch stopped taking input (left `open`)
@@ -130,8 +131,22 @@ def quarantine_table(settings: Settings) -> str:
     return qualified(settings, META, "quarantine")
 
 
-def ledger_table(settings: Settings) -> str:
+def ledger_log_table(settings: Settings) -> str:
+    """The ledger's storage: append-only, one row per change of an epoch's row."""
+    return qualified(settings, META, "ledger_log")
+
+
+def ledger_view(settings: Settings) -> str:
+    """The ledger as people read it (SQL, dbt): each epoch's latest row of the log."""
     return qualified(settings, META, "ledger")
+
+
+def ledger_view_sql(settings: Settings) -> str:
+    columns = ", ".join(f"`{name}`" for name, _ in LEDGER_COLUMNS)
+    return (
+        f"SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY epoch ORDER BY revision DESC) "
+        f"AS latest FROM {ledger_log_table(settings)}) WHERE latest = 1"
+    )
 
 
 def ddl_type(columns: Sequence[tuple[str, str]]) -> str:
@@ -164,8 +179,8 @@ def check_relation_names(schema: Schema) -> None:
 
 _PROPERTIES = "TBLPROPERTIES ('format-version' = '2'{extra})"
 
-# Row-level changes (the ledger's MERGEs; any row-level SQL a user runs on maps.* or
-# base.*, which applies and folds only append to) write position-delete files and
+# Row-level changes (any row-level SQL a user runs on maps.* or base.*, which applies
+# and folds only append to) write position-delete files and
 # the new rows instead of rewriting every data file holding a touched row: an epoch
 # writes what its events change, not the files they land in. Maintenance's compaction
 # folds the deletes back into the data files (docs/airflow.md, Maintenance).
@@ -191,12 +206,13 @@ def create_statements(settings: Settings, schema: Schema) -> list[str]:
     for name, cols in (
         (files_table(settings), FILES_COLUMNS),
         (quarantine_table(settings), QUARANTINE_COLUMNS),
-        (ledger_table(settings), LEDGER_COLUMNS),
+        (ledger_log_table(settings), LEDGER_COLUMNS),
     ):
         stmts.append(
             f"CREATE TABLE IF NOT EXISTS {name} ({ddl_type(cols)}) USING iceberg "
             + _PROPERTIES.format(extra="")
         )
+    stmts.append(f"CREATE VIEW IF NOT EXISTS {ledger_view(settings)} AS {ledger_view_sql(settings)}")
     return stmts
 
 

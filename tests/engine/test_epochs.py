@@ -16,7 +16,7 @@ import pytest
 from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.cli import main as cli_main
-from cumulus.config import load_settings
+from cumulus.config import load_settings, with_overrides
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
@@ -45,8 +45,10 @@ def new_home(root: Path, catalog: str):
     root.mkdir(parents=True, exist_ok=True)
     # map_compaction_min_rows = 1: these maps are small, so the closes compact them only
     # because of it (the ratio alone decides): the path is exercised, and must be exact.
+    # The ratio is low enough for an applied epoch after a recomputed one to compact.
     (root / "cumulus.toml").write_text(
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nmap_compaction_min_rows = 1\n'
+        "map_compaction_ratio = 0.2\n"
     )
     return load_settings(root)
 
@@ -73,11 +75,14 @@ def cli_json(capsys, *argv: str) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int) -> None:
+def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
+               modes: tuple[str, ...] = ()) -> None:
     """init, view add (the views and the hand-written program), then `epochs` epochs of
     the stream from two sources (b, the lower priority, ingested after a) and close;
     after each close every view at its tag == DuckDB over the alive rows, and every map
-    (the views' and the program's) == the interpreter."""
+    (the views' and the program's) == the interpreter. `modes[k]`: epoch_mode of epoch
+    k + 1 ("auto" beyond). With nothing measured, auto recomputes epoch 1 (base.* is
+    empty) and applies epoch 2 (then the applies of epoch 2 give the first measure)."""
     settings = new_home(tmp_path / "home", f"eng{next(_homes)}")
     init_home(spark, settings, TPCH)
     add_source(settings, "a", 1)
@@ -101,10 +106,18 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int) -> 
         ingest_files(spark, settings, "a", [write_epoch_files(rows, folder / "a", SOURCE_A)], fmt="dbtoaster")
         others = {r.name for r in schema.relations} - SOURCE_A
         ingest_files(spark, settings, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
-        metrics = close_epoch(spark, settings, plan, epoch)
+        mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
+        metrics = close_epoch(spark, with_overrides(settings, epoch_mode=mode), plan, epoch)
         assert ledger_row(spark, settings, epoch).state == "closed"
         assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
-        assert metrics["applies_bytes_read"] > 0 and metrics["applies_bytes_written"] > 0
+        if mode == "auto":
+            assert metrics["mode"] == ("recompute" if epoch == 1 else "incremental"), metrics["mode_reason"]
+        else:
+            assert metrics["mode"] == mode
+        if metrics["mode"] == "incremental":
+            assert metrics["applies_bytes_read"] > 0 and metrics["applies_bytes_written"] > 0
+        else:
+            assert metrics["recompute_rows"] > 0 and metrics["repaired_batches"] == 0
         compacted += metrics["compacted_map_rows"]
         shown = cli_json(capsys, "--home", str(settings.home), "epoch", "show", str(epoch), "--format", "json")
         assert {"field": "state", "value": "closed"} in shown
@@ -132,7 +145,9 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int) -> 
 
 @pytest.mark.e2e
 def test_epochs_over_the_tpch_stream_equal_duckdb_and_the_interpreter(spark, tmp_path, capsys) -> None:
-    run_epochs(spark, tmp_path, capsys, VIEWS, epochs=2)
+    """Epoch 1 recomputed (auto, base.* empty), 2 applied (auto), 3 recomputed (forced)
+    over a state that is not empty."""
+    run_epochs(spark, tmp_path, capsys, VIEWS, epochs=3, modes=("auto", "auto", "recompute"))
 
 
 @pytest.mark.e2e

@@ -25,7 +25,7 @@ from cumulus.read import At, Reader
 from cumulus.schema import load_schema
 from cumulus.store.fold import base_rows, layers
 from cumulus.store.home import init_home
-from cumulus.store.ledger import current_epoch
+from cumulus.store.ledger import current_epoch, ledger_rows
 from cumulus.store.maintenance import maintain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,9 +142,15 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         cols = {"base.r": ["a", "b"], "base.s": ["b", "c"]}
         stored = {(t, n): _multiset(base_rows(spark, q, cols[t], f"epoch-{n}")) for t, q in bases.items() for n in (1, 2, 3)}
 
+        ledger_before = ledger_rows(spark, settings)
         reports = maintain(spark, settings, retain_last=1, retain_for=dt.timedelta(0), compact=True)
+        # the ledger log keeps each epoch's latest revision only, and reads the same
+        assert by_table_of(reports)["cumulus.ledger_log"].log_rows_compacted > 0
+        assert ledger_rows(spark, settings) == ledger_before
+        assert spark.table(f"{settings.catalog}.cumulus.ledger_log").count() == len(ledger_before)
+        assert spark.table(f"{settings.catalog}.cumulus.ledger").count() == len(ledger_before)
         assert {t: _delete_files(spark, settings, t) for t in rowlevel} == dict.fromkeys(rowlevel, 0)
-        by_table = {r.table: r for r in reports}
+        by_table = by_table_of(reports)
         assert sum(by_table[t].delta_rows_compacted for t in maps) > 0
         for t in maps:  # closed epochs: one row per entry; the open epoch's rows as they were
             rows, entries = _rows_per_entry(spark, settings, t, 3)
@@ -160,7 +166,8 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         assert dropped > 0, counts
         for t in counts:  # each compaction commits one snapshot of its own
             own = (bool(by_table[t].files_rewritten) + bool(by_table[t].delete_files_removed)
-                   + bool(by_table[t].layer_rows_compacted) + bool(by_table[t].delta_rows_compacted))
+                   + bool(by_table[t].layer_rows_compacted) + bool(by_table[t].delta_rows_compacted)
+                   + bool(by_table[t].log_rows_compacted))
             assert by_table[t].snapshots_after <= counts[t] + own, by_table[t]
         assert by_table["maps.entries"].tags == 3  # epoch-1..3 (epoch-3 moved onto the later view's back-fill)
         kept = {s for s, _ in _snapshots(spark, settings, "maps.entries")}
@@ -175,3 +182,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         assert after == main_before
     finally:
         spark.conf.set("spark.sql.defaultCatalog", default_catalog)
+
+
+def by_table_of(reports) -> dict:
+    return {r.table: r for r in reports}

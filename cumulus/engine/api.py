@@ -1,0 +1,205 @@
+"""The engine as a library: `Engine` holds one home's settings, its Spark session, its
+schema and the compiled plan of its registered views, and runs the epoch's steps. The
+CLI (cumulus/commands), the Spark jobs (spark_jobs/) and the pipeline call it; a process
+that keeps one Engine keeps its JVM warm and compiles the views once.
+
+    engine = Engine.open(home)
+    engine.ingest("orders")                 # a source's landed files -> the open epoch
+    engine.apply("orders")                  # its events -> maps.entries (fresh values)
+    epoch, metrics = engine.close()         # repair, fold, tag epoch-N, ledger, stable
+    outcome = engine.validate(epoch)        # GX suites; published | failed-validation
+
+`run_step` runs a step as a command does: logging configured, a Cumulus error printed as
+one line (exit status 2), never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings, load_settings
+from cumulus.errors import CumulusError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cumulus.engine.apply import ApplyRecord
+    from cumulus.engine.evaluate import BatchPlan
+    from cumulus.ingest.report import IngestReport
+    from cumulus.quality.validate import Outcome
+    from cumulus.schema import Schema
+    from cumulus.sql.views import Compilation
+
+log = logging.getLogger("cumulus.engine")
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an apply step did: its record (None when nothing was applied) and a line saying so."""
+
+    epoch: int
+    record: ApplyRecord | None
+    summary: str
+
+
+class Engine:
+    """One home's engine: settings, Spark session, schema, the registered views' plan."""
+
+    def __init__(self, settings: Settings, spark: SparkSession | None = None, app_name: str = "cumulus") -> None:
+        self.settings = settings
+        self._spark = spark
+        self._app_name = app_name
+        self._schema: Schema | None = None
+        self._compiled: tuple[tuple, Compilation, BatchPlan] | None = None  # (registry state, ...)
+
+    @classmethod
+    def open(cls, home: str | Path | None = None, app_name: str = "cumulus") -> Engine:
+        return cls(load_settings(home), app_name=app_name)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session (started on first use), with the home's catalog attached."""
+        if self._spark is None:
+            from cumulus.spark.session import spark_session
+
+            self._spark = spark_session(self.settings, app_name=self._app_name)
+        from cumulus.store.tables import attach_catalog
+
+        attach_catalog(self._spark, self.settings)
+        return self._spark
+
+    @property
+    def schema(self) -> Schema:
+        if self._schema is None:
+            from cumulus.store.home import load_home_schema
+
+            self._schema = load_home_schema(self.settings)
+        return self._schema
+
+    def compilation(self) -> Compilation:
+        return self._compile()[0]
+
+    def plan(self) -> BatchPlan:
+        """The batch plan of every registered view, compiled once per registry state."""
+        return self._compile()[1]
+
+    def _compile(self) -> tuple[Compilation, BatchPlan]:
+        from cumulus.engine.registry import batch_plan, compile_registered, registered_views
+
+        views = registered_views(self.spark, self.settings)
+        if not views:
+            raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
+        state = tuple((v.name, v.kind, v.sql, v.added_epoch) for v in views)
+        if self._compiled is None or self._compiled[0] != state:
+            compilation = compile_registered(self.schema, views)
+            self._compiled = (state, compilation, batch_plan(compilation))
+        return self._compiled[1], self._compiled[2]
+
+    # ------------------------------------------------------------------ the steps
+
+    def ingest(self, source: str, paths: list[str] | None = None, fmt: str | None = None,
+               relation: str | None = None) -> IngestReport:
+        """Ingest a source's files (default: its landing folder) into the open epoch."""
+        from cumulus.ingest.job import ingest_files
+
+        return ingest_files(self.spark, self.settings, source, paths, fmt, relation)
+
+    def apply(self, source: str, epoch: int | None = None) -> Applied:
+        """Apply the source's events of `epoch` (default: the open one) not applied yet,
+        unless the epoch's close will rebuild the maps instead (cumulus/engine/recompute.py)."""
+        from cumulus.engine.apply import apply_source
+        from cumulus.engine.recompute import defer_to_close
+        from cumulus.ingest.sources import get_source
+        from cumulus.store.ledger import current_epoch
+
+        priority = get_source(self.settings, source).priority
+        plan = self.plan()
+        epoch = epoch or current_epoch(self.spark, self.settings)
+        deferred = defer_to_close(self.settings)
+        if deferred:
+            log.info("epoch %d source %s: not applied: %s", epoch, source, deferred)
+            return Applied(epoch, None, f"left to the close: {deferred}")
+        record = apply_source(self.spark, self.settings, plan, epoch, priority)
+        return Applied(epoch, record, record.headline() if record else "nothing to apply")
+
+    def epoch_to_close(self) -> tuple[int, str]:
+        from cumulus.store.catalog import pyiceberg_catalog
+        from cumulus.store.ledger import epoch_to_close
+
+        return epoch_to_close(pyiceberg_catalog(self.settings), self.settings)
+
+    def close(self, epoch: int | None = None) -> tuple[int, dict[str, Any]]:
+        """Close `epoch` (default: an interrupted close's, else the open one); (epoch,
+        the metrics written to the ledger)."""
+        from cumulus.engine.close import close_epoch
+
+        plan = self.plan()
+        if epoch is None:
+            epoch, why = self.epoch_to_close()
+            log.info("closing epoch %d (%s)", epoch, why)
+        return epoch, close_epoch(self.spark, self.settings, plan, epoch)
+
+    def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,
+                 progress: Callable[[str], None] | None = None) -> Outcome | None:
+        """Validate a closed epoch (default: the latest not validated yet) and publish or
+        fail it in the ledger; None when no epoch waits. Spark starts only when there is
+        something to validate. A crash is not a verdict on the data: QualityError."""
+        from cumulus.errors import QualityError
+        from cumulus.quality.validate import epoch_to_validate, published_outcome, validate_epoch
+        from cumulus.store.catalog import pyiceberg_catalog
+
+        say = progress or (lambda _line: None)
+        catalog = pyiceberg_catalog(self.settings)
+        if epoch is None:
+            epoch = epoch_to_validate(catalog, self.settings)
+            if epoch is None:
+                say("nothing to validate: no closed epoch is waiting for validation (see cumulus epoch status)")
+                return None
+        done = published_outcome(catalog, self.settings, epoch, say)
+        if done is not None:
+            return done
+        say(f"epoch {epoch}: starting validation")
+        try:
+            return validate_epoch(self.spark, self.settings, epoch, expectations=expectations, progress=say,
+                                  full=full)
+        except CumulusError:
+            raise
+        except Exception as exc:
+            log.exception("epoch %d: validation could not run", epoch)
+            raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
+                               "the ledger is unchanged, retry") from exc
+
+    def add_view(self, name: str, text: str, kind: str) -> Compilation:
+        """Register a view (SQL) or an M3 program, create its maps and back-fill them."""
+        from cumulus.engine.views import add_view
+
+        self._compiled = None
+        return add_view(self.spark, self.settings, self.schema, name, text, kind)
+
+    def maintain(self, **options: Any) -> list:
+        """Expire snapshots and compact every table (cumulus.store.maintenance.maintain)."""
+        from cumulus.store.maintenance import maintain
+
+        return maintain(self.spark, self.settings, **options)
+
+
+def run_step(step: Callable[[], int | None], verbose: bool = False) -> int:
+    """Run a step as a command: INFO logs on stderr, a Cumulus error as one line and exit
+    status 2, a closed pipe as success."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise
+    try:
+        return int(step() or 0)
+    except CumulusError as exc:
+        print(f"cumulus: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,179 @@
+"""Incremental or recompute, chosen per epoch. When a close finds batches still pending
+(not applied before it), it can apply them (incremental) or fold the epoch into base.*
+first and rebuild every map from base.* (recompute): the program evaluated over each
+relation's tuples as inserts of their multiplicity, from an empty state. Recomputing
+costs what the base rows cost, applying what the pending events cost; for the initial
+load, a backfill or a bulk correction the rebuild is the cheaper one.
+
+`choose` decides from costs measured on this home (as Databricks' Enzyme does):
+    incremental ~ a * batches + b * events   a, b fitted over recent epochs' applies
+    recompute   ~ c * (base rows + events)   c measured by the last recompute (else b)
+`epoch_mode` in cumulus.toml forces either. The ledger's metrics keep the mode and why.
+
+The rebuild is one overwrite commit of maps.entries: the rows of epochs <= N become the
+recomputed entries (one row each, epoch N, source 0, as a compaction leaves them); the
+rows of later epochs (applies of N+1 during the close) stay. It is marked as a batch
+(`cumulus.apply-batch` = recompute-N, so repair treats it as a state change that an
+apply of N+1 may have missed) and as compacted through N. Its record in
+cumulus.applies (kind `recompute`) is written before the fold: a retry after a crash
+finds it and finishes the rebuild; no apply of epoch N runs after it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings
+from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.store.commit import EPOCH, table_metadata, write_options
+from cumulus.store.maps import (
+    COMPACTED_SOURCE,
+    COMPACTED_THROUGH,
+    entries_columns,
+    entry_rows,
+    map_slice,
+    maps_table,
+)
+from cumulus.store.tables import base_table, events_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("cumulus.recompute")
+
+INCREMENTAL = "incremental"
+RECENT_EPOCHS = 20  # the epochs the incremental cost is fitted over
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The epoch's ingest batches that no apply took yet, their events and sources."""
+
+    batches: list[str]
+    events: int
+    sources: list[int]
+
+
+@dataclass(frozen=True)
+class Choice:
+    mode: str
+    reason: str
+
+
+def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int,
+                    taken: set[str]) -> Pending:
+    """Ingest batches of `epoch` not in `taken`, with their event counts (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    frames = [spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("batch_id", "source_id")
+              for rel in plan.order]
+    found = union_all(frames).groupBy("batch_id", "source_id").count().collect() if frames else []
+    mine = [r for r in found if r["batch_id"] not in taken]
+    return Pending(sorted({r["batch_id"] for r in mine}), sum(r["count"] for r in mine),
+                   sorted({r["source_id"] for r in mine}))
+
+
+def base_rows(spark: SparkSession, settings: Settings, plan: BatchPlan) -> int:
+    """The rows of the base tables the program reads (from their metadata, no Spark job)."""
+    total = 0
+    for rel in plan.order:
+        meta = table_metadata(spark, base_table(settings, rel))
+        current = meta.get("current-snapshot-id")
+        for snap in meta.get("snapshots", []):
+            if snap["snapshot-id"] == current:
+                total += int(snap.get("summary", {}).get("total-records", 0))
+    return total
+
+
+def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares (a, b) of y = a + b x, both >= 0; None without two distinct x."""
+    xs = {x for x, _ in points}
+    if len(xs) < 2:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    b = max(b, 0.0)
+    return max(my - b * mx, 0.0), b
+
+
+def choose(settings: Settings, pending: Pending, rows: int, history: Sequence[Mapping[str, Any]]) -> Choice:
+    """Incremental or recompute for the pending batches (see the module's docstring).
+    `history`: the ledger metrics of earlier closed epochs, oldest first."""
+    if settings.epoch_mode != "auto":
+        return Choice(settings.epoch_mode, f"epoch_mode = {settings.epoch_mode} (cumulus.toml)")
+    if not pending.batches:
+        return Choice(INCREMENTAL, "every batch was applied before the close")
+    recent = [m for m in history if m.get("mode", INCREMENTAL) == INCREMENTAL and m.get("batches")][-RECENT_EPOCHS:]
+    points = [(m["events"] / m["batches"], m["applies_s"] / m["batches"]) for m in recent if m.get("events")]
+    line = fit_line(points)
+    if line is None and points:
+        line = (0.0, sum(s for _, s in points) / sum(e for e, _ in points))
+    rebuilt = [m for m in history if m.get("recompute_rows")]
+    per_row = rebuilt[-1]["recompute_s"] / rebuilt[-1]["recompute_rows"] if rebuilt else None
+    if line is None:  # nothing measured yet: the same work per row either way
+        if rows == 0:
+            return Choice(RECOMPUTE, f"nothing measured yet and base.* is empty: rebuilding reads the "
+                                     f"{pending.events} pending events once, not once per batch")
+        return Choice(INCREMENTAL, f"nothing measured yet; {pending.events} pending events against {rows} base rows")
+    a, b = line
+    incremental = a * len(pending.batches) + b * pending.events
+    rate = per_row if per_row is not None else b
+    recompute = rate * (rows + pending.events)
+    why = (f"estimated {incremental:.1f} s to apply {pending.events} events in {len(pending.batches)} batches "
+           f"vs {recompute:.1f} s to rebuild from {rows + pending.events} rows "
+           f"({'measured' if per_row is not None else 'assumed as per event'}: {rate * 1e6:.1f} us per row)")
+    return Choice(RECOMPUTE if recompute < incremental else INCREMENTAL, why)
+
+
+def defer_to_close(settings: Settings) -> str | None:
+    """Why an apply step leaves its batches to the close (None: apply them). Only with
+    epoch_mode = recompute: under auto an apply keeps its promise of fresh values at
+    once, and the close chooses for whatever is still pending."""
+    if settings.epoch_mode == "recompute":
+        return "epoch_mode = recompute: the close rebuilds the maps from base.*"
+    return None
+
+
+def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:
+    """Rebuild every map from base.* (main: the epoch folded) in one overwrite commit, unless
+    the record's commit exists (a retry). Returns the rows the rebuild wrote."""
+    from pyspark.sql import functions as F
+
+    mine = batch_commit(spark, settings, record.batch_id)
+    if mine is None:
+        started = time.perf_counter()
+        events = {rel: spark.table(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+                  for rel in plan.order}
+        table = maps_table(settings)
+        rows = spark.table(table)
+        nothing = rows.where(F.lit(False))
+        values = evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
+        columns = entries_columns(spark, settings)
+        version = {"epoch": F.lit(record.epoch), "source_id": F.lit(COMPACTED_SOURCE), "seq": F.lit(0)}
+        frames = [entry_rows(values[name], plan.maps[name], columns, version) for name in sorted(values)]
+        kept = rows.where(F.col("epoch") > record.epoch)
+        props = write_options({APPLY_BATCH: record.batch_id, EPOCH: record.epoch, COMPACTED_THROUGH: record.epoch})
+        union_all([*frames, kept]).select(*rows.columns).writeTo(table).options(**props).overwrite(F.lit(True))
+        mine = batch_commit(spark, settings, record.batch_id)
+        assert mine is not None, f"{table}: the commit of {record.batch_id} is not in its history"
+        log.info("epoch %d: maps rebuilt from base.* (%.1f s)", record.epoch, time.perf_counter() - started)
+    record.written_snapshot = mine.snapshot_id
+    record.deltas = int(mine.summary.get("added-records", 0))
+    record.maps_written = int(mine.summary.get("changed-partition-count", 0))
+    return record.deltas
+
+
+def recompute_record(epoch: int, pending: Pending) -> ApplyRecord:
+    import datetime as dt
+
+    return ApplyRecord(
+        batch_id=f"recompute-{epoch}", kind=RECOMPUTE, epoch=epoch, source_id=COMPACTED_SOURCE, status="started",
+        ingest_batches=pending.batches, events_snapshots={}, read_snapshot=None, events=pending.events,
+        started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
+    )
+
