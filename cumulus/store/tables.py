@@ -242,11 +242,20 @@ def attach_catalog(spark: SparkSession, settings: Settings) -> None:
     ensure_catalog_tables(spark, conf, settings.catalog)
 
 
+_ensured: set[tuple[str, str, tuple]] = set()  # (catalog uri, table, columns) done in this process
+
+
 def ensure_table(spark: SparkSession, table: str, columns: Sequence[tuple[str, str]]) -> None:
     """Create a bookkeeping table, or add the columns a newer Cumulus writes to one an
-    older version created (Iceberg schema evolution: old rows read NULL there)."""
+    older version created (Iceberg schema evolution: old rows read NULL there). Once per
+    process and table: a long-lived engine does not pay the catalog round trips again."""
+    catalog = table.split(".", 1)[0]
+    key = (spark.conf.get(f"spark.sql.catalog.{catalog}.uri", ""), table, tuple(columns))
+    if key in _ensured:
+        return
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({ddl_type(columns)}) USING iceberg")
     have = {f.name for f in spark.table(table).schema.fields}
     for name, type_ in columns:
         if name not in have:
             spark.sql(f"ALTER TABLE {table} ADD COLUMN {name} {type_}")
+    _ensured.add(key)
