@@ -54,7 +54,7 @@ class Engine:
         self._spark = spark
         self._app_name = app_name
         self._schema: Schema | None = None
-        self._compiled: tuple[tuple, Compilation, BatchPlan] | None = None  # (registry state, ...)
+        self._compiled: tuple[int | None, Compilation, BatchPlan] | None = None  # (registry snapshot, ...)
 
     @classmethod
     def open(cls, home: str | Path | None = None, app_name: str = "cumulus") -> Engine:
@@ -88,13 +88,25 @@ class Engine:
         return self._compile()[1]
 
     def _compile(self) -> tuple[Compilation, BatchPlan]:
-        from cumulus.engine.registry import batch_plan, compile_registered, registered_views
+        """Compiled again only when the registry table has a new snapshot (a view added)."""
+        from py4j.protocol import Py4JJavaError
 
-        views = registered_views(self.spark, self.settings)
-        if not views:
-            raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
-        state = tuple((v.name, v.kind, v.sql, v.added_epoch) for v in views)
-        if self._compiled is None or self._compiled[0] != state:
+        from cumulus.engine.registry import (
+            batch_plan,
+            compile_registered,
+            registered_views,
+            views_table,
+        )
+        from cumulus.store.commit import table_metadata
+
+        try:
+            state = table_metadata(self.spark, views_table(self.settings)).get("current-snapshot-id")
+        except Py4JJavaError:  # no view was ever added: the table does not exist
+            state = None
+        if self._compiled is None or state is None or self._compiled[0] != state:
+            views = registered_views(self.spark, self.settings)
+            if not views:
+                raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
             compilation = compile_registered(self.schema, views)
             self._compiled = (state, compilation, batch_plan(compilation))
         return self._compiled[1], self._compiled[2]

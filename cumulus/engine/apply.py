@@ -220,7 +220,6 @@ def write_deltas(
     """Append every map's deltas to maps.entries in one commit marked with the batch id
     (an empty one when there are none, so every batch has its commit); an earlier try's
     commit is kept. Returns the commit's rows, maps and snapshot."""
-    from pyspark.sql import functions as F
 
     mine = batch_commit(spark, settings, record.batch_id)
     if mine is not None:
@@ -228,9 +227,7 @@ def write_deltas(
     else:
         table = maps_table(settings)
         columns = entries_columns(spark, settings)
-        version = {
-            "epoch": F.lit(record.epoch), "source_id": F.lit(record.source_id), "seq": F.lit(record.seq_max),
-        }
+        version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
         frames = [entry_rows(deltas[name], plan.maps[name], columns, version) for name in sorted(deltas)]
         if frames:
             rows = union_all(frames)

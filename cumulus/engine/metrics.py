@@ -33,27 +33,35 @@ class IO:
 
 
 class StageMeter:
-    """`meter = StageMeter(spark)` before a step; `meter.read()` after it."""
+    """`meter = StageMeter(spark)` before a step; `meter.read()` after it. It looks at the
+    jobs started since, and their stages only (not every stage the application kept), so
+    a long-lived session meters a step at the cost of the step's own stages."""
 
     def __init__(self, spark: SparkSession):
         self._spark = spark
-        self._start = max((sid for sid, _ in self._stages()), default=-1)
+        self._tracker = spark.sparkContext.statusTracker()
+        self._start_job = max(self._tracker.getJobIdsForGroup(), default=-1)
+        self._start_stage = max(self._job_stages(self._start_job), default=-1)
 
-    def _stages(self):
-        sc = self._spark.sparkContext
-        jvm, gateway = sc._jvm, sc._gateway
-        store = sc._jsc.sc().statusStore()
-        seq = store.stageList(
-            jvm.java.util.ArrayList(), False, False, gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
-        )
-        for i in range(seq.size()):
-            stage = seq.apply(i)
-            yield stage.stageId(), stage
+    def _job_stages(self, job: int) -> list[int]:
+        info = self._tracker.getJobInfo(job) if job >= 0 else None
+        return list(info.stageIds) if info else []
 
     def read(self) -> IO:
+        from py4j.protocol import Py4JJavaError
+
+        stage_ids: set[int] = set()
+        for job in self._tracker.getJobIdsForGroup():
+            if job > self._start_job:
+                stage_ids.update(s for s in self._job_stages(job) if s > self._start_stage)
+        store = self._spark.sparkContext._jsc.sc().statusStore()
         total = IO()
-        for sid, stage in self._stages():
-            if sid > self._start and stage.status().toString() == "COMPLETE":
+        for sid in sorted(stage_ids):
+            try:
+                stage = store.lastStageAttempt(sid)
+            except Py4JJavaError:  # a stage the job skipped (its output existed) has no attempt
+                continue
+            if stage.status().toString() == "COMPLETE":
                 total = total + IO(
                     stage.inputBytes(), stage.inputRecords(), stage.outputBytes(), stage.outputRecords(), 1
                 )

@@ -154,7 +154,7 @@ def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, rec
         nothing = rows.where(F.lit(False))
         values = evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
         columns = entries_columns(spark, settings)
-        version = {"epoch": F.lit(record.epoch), "source_id": F.lit(COMPACTED_SOURCE), "seq": F.lit(0)}
+        version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
         frames = [entry_rows(values[name], plan.maps[name], columns, version) for name in sorted(values)]
         kept = rows.where(F.col("epoch") > record.epoch)
         props = write_options({APPLY_BATCH: record.batch_id, EPOCH: record.epoch, COMPACTED_THROUGH: record.epoch})

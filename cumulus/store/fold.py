@@ -168,10 +168,16 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
     if done >= epoch:
         log.info("base.%s: already folded through epoch %d, skipped", rel.name, done)
         return FoldResult(rel.name, False, done + 1, epoch, 0, None)
+    events = events_table(settings, rel.name)
+    if not any(done < int(s.summary.get(commit.EPOCH, -1)) <= epoch for s in commit.snapshots(spark, events)):
+        # Every events row is written by an ingest commit marked with its epoch: none in
+        # the range, no events, so no Spark job.
+        log.info("base.%s: no events in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
+        return FoldResult(rel.name, False, done + 1, epoch, 0, None)
     started = time.perf_counter()
     keys = list(rel.column_names)
     delta = (
-        spark.table(events_table(settings, rel.name))
+        spark.table(events)
         .where((F.col("epoch") > done) & (F.col("epoch") <= epoch))
         .groupBy(*[F.col(f"`{k}`") for k in keys])
         .agg(F.sum(F.col("op").cast("bigint")).alias("mult"))

@@ -33,7 +33,7 @@ from cumulus.store import commit
 from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
 log = logging.getLogger("cumulus.maps")
@@ -140,18 +140,17 @@ def map_slice(entries: DataFrame, info: MapInfo) -> DataFrame:
 
 
 def entry_rows(
-    deltas: DataFrame, info: MapInfo, columns: Sequence[tuple[str, DataType]], version: Mapping[str, Column]
+    deltas: DataFrame, info: MapInfo, columns: Sequence[tuple[str, DataType]], version: Mapping[str, int]
 ) -> DataFrame:
     """A map's deltas (k0..kn, value) as rows of the entries table, whose columns (name,
     type) are `columns`: the map's slots filled, the other slots NULL, the version columns
-    from `version`."""
-    from pyspark.sql import functions as F
-
-    filled = {slot: F.col(f"k{i}") for i, slot in enumerate(key_slots(info))}
-    filled[value_slot(info.type)] = F.col("value")
-    filled["map"] = F.lit(info.name)
-    filled.update(version)
-    return deltas.select(*[filled.get(c, F.lit(None)).cast(t).alias(c) for c, t in columns])
+    (epoch, source_id, seq) the given numbers. One SQL projection: a single call into the
+    JVM per map, however many slots the table has."""
+    filled = {slot: f"k{i}" for i, slot in enumerate(key_slots(info))}
+    filled[value_slot(info.type)] = "value"
+    filled["map"] = "'" + info.name.replace("'", "''") + "'"
+    filled.update({name: str(int(number)) for name, number in version.items()})
+    return deltas.selectExpr(*[f"CAST({filled.get(c, 'NULL')} AS {t.simpleString()}) AS `{c}`" for c, t in columns])
 
 
 def entries_columns(spark: SparkSession, settings: Settings) -> list[tuple[str, DataType]]:

@@ -81,7 +81,7 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, *, retag: 
     victim = spark.createDataFrame(
         [(*(entry[k] for k in info.key_names), -entry["value"] - 1)], rows.schema
     ).toDF(*[f"k{i}" for i in range(info.arity)], "value")
-    version = {"epoch": F.lit(epoch), "source_id": F.lit(9), "seq": F.lit(999_999)}
+    version = {"epoch": epoch, "source_id": 9, "seq": 999_999}
     entry_rows(victim, info, entries_columns(spark, settings), version).writeTo(table).append()
     if retag:
         spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from cumulus.config import Settings
-from cumulus.engine.recompute import INCREMENTAL, RECOMPUTE, Pending, choose, defer_to_close, fit_line
+from cumulus.engine.recompute import (
+    INCREMENTAL,
+    RECOMPUTE,
+    Pending,
+    choose,
+    defer_to_close,
+    fit_line,
+)
 from cumulus.errors import ConfigError
 
 
