@@ -1,8 +1,11 @@
-"""Close: make epoch N exact and publish it as a consistent, tagged snapshot.
+"""Close: make epoch N exact and publish it as a consistent, tagged snapshot. It is the
+orchestrator of the steps the other modules of the engine implement (apply.py: batch
+I/O and apply; recompute.py: the incremental-or-recompute choice and the rebuild;
+repair.py; store/fold.py; publish.py: tags and stable branches).
 
 Steps (each idempotent; a retry after a crash anywhere resumes from what the tables
-say): seal the epoch in the ledger (input now goes to N+1); apply what is pending; repair
-batches that read a stale state; fold the epoch's events into base.* (an appended layer
+say): seal the epoch in the ledger (input now goes to N+1); apply what is pending, or
+leave it to a rebuild after the fold; repair batches that read a stale state; fold the epoch's events into base.* (an appended layer
 of net changes, compacted past a ratio); compact the maps whose delta rows outgrew
 `map_compaction_ratio` (the paper's Cleanup, lazy: an entry's value is the sum of its
 rows at any snapshot, so the close rewrites nothing otherwise); tag maps.entries and every
@@ -14,27 +17,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.apply import (
-    APPLY_BATCH,
     ApplyRecord,
     apply_records,
     apply_source,
-    batch_events,
-    current_snapshot_id,
     ensure_applies_table,
-    map_state,
-    record_written,
     save_record,
-    write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
-from cumulus.engine.metrics import StageMeter, committed_writes
-from cumulus.engine.publish import move_stable
+from cumulus.engine.evaluate import BatchPlan
+from cumulus.engine.metrics import StepMetrics
+from cumulus.engine.publish import move_stable, tag_tables
 from cumulus.engine.recompute import (
     RECOMPUTE,
     Choice,
@@ -44,10 +39,10 @@ from cumulus.engine.recompute import (
     recompute_maps,
     recompute_record,
 )
+from cumulus.engine.repair import repair_epoch
 from cumulus.errors import StoreError
 from cumulus.faults import fault_point
-from cumulus.parallel import for_each
-from cumulus.store.commit import FOLDED_EPOCH, Snapshot, snapshots
+from cumulus.store.commit import FOLDED_EPOCH
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import (
     APPLIED,
@@ -61,104 +56,12 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table
-from cumulus.store.tables import base_table, tag_name
+from cumulus.store.tables import base_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("cumulus.close")
-
-
-# ---------------------------------------------------------------- repair
-
-
-def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | None:
-    """The snapshot of maps.entries that the batch should have read, when it read another:
-    its commit's parent, if a delta (an apply, repair or back-fill commit) was committed
-    between the snapshot it read and its own commit. None when it read the right state
-    (compactions and file rewrites in between change no entry)."""
-    mine = by_id.get(record.written_snapshot) if record.written_snapshot is not None else None
-    if mine is None:
-        return None
-    snap = by_id.get(mine.parent_id) if mine.parent_id is not None else None
-    while snap is not None and snap.snapshot_id != record.read_snapshot:
-        if APPLY_BATCH in snap.summary:
-            return mine.parent_id
-        snap = by_id.get(snap.parent_id) if snap.parent_id is not None else None
-    return None
-
-
-def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> int:
-    """Append corrective deltas for every batch of the epoch that read a map state
-    missing deltas committed before its own commit (concurrent applies: the paper's
-    unfulfilled dependencies). The correction is the batch evaluated against the state
-    it should have seen minus what it wrote; it touches only the batch's keys. Reads the
-    maps table's history once. Returns how many batches were repaired (0 where writers
-    are serialized)."""
-    from pyspark.sql import functions as F
-
-    repaired = 0
-    records = apply_records(spark, settings, epoch)
-    done = {r.batch_id for r in records if r.kind == "repair"}
-    by_id = {s.snapshot_id: s for s in snapshots(spark, maps_table(settings))}
-    for record in records:
-        if record.kind != "apply" or record.status != "done" or f"repair-{record.batch_id}" in done:
-            continue
-        should = _stale_read(by_id, record)
-        if should is None:
-            continue
-        log.info("epoch %d: batch %s read a stale state of the maps; repairing", epoch, record.batch_id)
-        events = batch_events(spark, settings, plan, record)
-        right = evaluate_batch(plan, events, map_state(spark, settings, plan, should), settings.table_workers)
-        wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
-        corrections: dict[str, DataFrame] = {}
-        for name in set(right) | set(wrong):
-            parts = []
-            if name in right:
-                parts.append(right[name])
-            if name in wrong:
-                parts.append(wrong[name].withColumn("value", -F.col("value")))
-            df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-            keys = [c for c in df.columns if c != "value"]
-            agg = df.groupBy(*keys).agg(F.sum("value").alias("value")) if keys else df.agg(F.sum("value").alias("value"))
-            corrections[name] = agg.where(F.col("value") != 0)
-        fix = ApplyRecord(
-            batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
-            status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
-            read_snapshot=should, seq_max=record.seq_max,
-        )
-        record_written(fix, write_deltas(spark, settings, plan, fix, corrections))
-        fix.status = "done"
-        save_record(spark, settings, fix)
-        repaired += 1
-    return repaired
-
-
-# ---------------------------------------------------------------- tag
-
-
-def ensure_snapshot(spark: SparkSession, table: str) -> int:
-    """The table's current snapshot, committing an empty append first if it has none."""
-    snap = current_snapshot_id(spark, table)
-    if snap is None:
-        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
-        snap = current_snapshot_id(spark, table)
-    assert snap is not None
-    return snap
-
-
-def tag_tables(spark: SparkSession, tables: list[str], epoch: int, workers: int = 1) -> dict[str, int]:
-    """Tag each table's current snapshot `epoch-N` (replacing a tag left by a crashed try)."""
-
-    def tag(table: str) -> int:
-        snap = ensure_snapshot(spark, table)
-        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}` AS OF VERSION {snap}")
-        return snap
-
-    return for_each(tag, tables, workers, f"epoch {epoch} tags")
-
-
-# ---------------------------------------------------------------- close
 
 
 def _bring_up_to_date(
@@ -183,28 +86,6 @@ def _bring_up_to_date(
     for source_id in sorted(resume | set(pending.sources)):
         apply_source(spark, settings, plan, epoch, source_id)
     return choice, None
-
-
-class StepMetrics:
-    """Seconds and Spark I/O per step: `with steps("fold"): ...` adds fold_s,
-    fold_bytes_read, fold_rows_read, fold_bytes_written, fold_rows_written."""
-
-    def __init__(self, spark: SparkSession):
-        self.spark = spark
-        self.metrics: dict[str, float | int] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        t, meter = time.perf_counter(), StageMeter(self.spark)
-        yield
-        self.metrics[f"{name}_s"] = round(time.perf_counter() - t, 3)
-        self.metrics.update(meter.read().as_metrics(name))
-
-    def writes_from_commits(self, name: str, tables: list[str], marker: str, epoch: int) -> None:
-        """Replace the step's written bytes/rows by what its commits added (row-level writes
-        do not report Spark output metrics)."""
-        nbytes, rows = committed_writes(self.spark, tables, marker, epoch)
-        self.metrics[f"{name}_bytes_written"], self.metrics[f"{name}_rows_written"] = nbytes, rows
 
 
 def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
@@ -249,7 +130,8 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         with steps("compact_maps"):
             compacted = compact_maps(spark, settings, epoch, when_due=True)
         maps = maps_table(settings)
-        steps.writes_from_commits("compact_maps", [maps], COMPACTED_THROUGH, epoch)
+        if compacted:  # (a rebuild's commit is marked compacted through N too; it is not this step's)
+            steps.writes_from_commits("compact_maps", [maps], COMPACTED_THROUGH, epoch)
         fault_point("close.after-compact")
         with steps("tag"):
             tagged = tag_tables(spark, [maps, *bases], epoch, settings.table_workers)

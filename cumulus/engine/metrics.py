@@ -7,6 +7,9 @@ whether an epoch's cost follows its events or the stored state."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -90,3 +93,25 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+class StepMetrics:
+    """Seconds and Spark I/O per step: `with steps("fold"): ...` adds fold_s,
+    fold_bytes_read, fold_rows_read, fold_bytes_written, fold_rows_written."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self.metrics: dict[str, float | int] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t, meter = time.perf_counter(), StageMeter(self.spark)
+        yield
+        self.metrics[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        self.metrics.update(meter.read().as_metrics(name))
+
+    def writes_from_commits(self, name: str, tables: list[str], marker: str, epoch: int) -> None:
+        """Replace the step's written bytes/rows by what its commits added (row-level writes
+        do not report Spark output metrics)."""
+        nbytes, rows = committed_writes(self.spark, tables, marker, epoch)
+        self.metrics[f"{name}_bytes_written"], self.metrics[f"{name}_rows_written"] = nbytes, rows

@@ -1,4 +1,5 @@
-"""Publish: what readers that do not name an epoch read.
+"""Publish: the tags a close leaves (`epoch-N` on maps.entries and every base table,
+`tag_tables`) and what readers that do not name an epoch read.
 
 - The `stable` branch of every table tagged by a close points at the latest closed
   epoch's snapshot (its tag `epoch-N`). The close moves it right after writing the
@@ -19,10 +20,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
+from cumulus.engine.apply import current_snapshot_id
+from cumulus.parallel import for_each
 from cumulus.sql.mapsql import quote, view_sql
 from cumulus.sql.views import Compilation
 from cumulus.store.commit import table_metadata
-from cumulus.store.tables import STABLE, VIEWS, VIEWS_STABLE
+from cumulus.store.tables import STABLE, VIEWS, VIEWS_STABLE, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,3 +63,24 @@ def create_catalog_views(
             sql = view_sql(compilation, name, version, catalog=settings.catalog, order=False)
             spark.sql(f"CREATE OR REPLACE VIEW {target} AS {sql}")
         log.info("view %s: readable as %s (fresh) and %s (stable)", name, fresh, stable)
+
+
+def ensure_snapshot(spark: SparkSession, table: str) -> int:
+    """The table's current snapshot, committing an empty append first if it has none."""
+    snap = current_snapshot_id(spark, table)
+    if snap is None:
+        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+        snap = current_snapshot_id(spark, table)
+    assert snap is not None
+    return snap
+
+
+def tag_tables(spark: SparkSession, tables: list[str], epoch: int, workers: int = 1) -> dict[str, int]:
+    """Tag each table's current snapshot `epoch-N` (replacing a tag left by a crashed try)."""
+
+    def tag(table: str) -> int:
+        snap = ensure_snapshot(spark, table)
+        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}` AS OF VERSION {snap}")
+        return snap
+
+    return for_each(tag, tables, workers, f"epoch {epoch} tags")
