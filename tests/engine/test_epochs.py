@@ -122,6 +122,8 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         shown = cli_json(capsys, "--home", str(settings.home), "epoch", "show", str(epoch), "--format", "json")
         assert {"field": "state", "value": "closed"} in shown
         assert {"field": "metrics.deltas", "value": metrics["deltas"]} in shown
+        assert {"field": "metrics.mode", "value": metrics["mode"]} in shown  # which, and why:
+        assert {"field": "metrics.mode_reason", "value": metrics["mode_reason"]} in shown
         for r in rows:
             interp.process(r.event)
             bag = alive.setdefault(r.event.relation, [])
