@@ -42,8 +42,8 @@ def record(engine, epoch: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cumulus.commands.epoch import print_closed
     from cumulus.engine import Engine, run_step
-    from cumulus.output import render
 
     parser = argparse.ArgumentParser(prog="spark_jobs/close.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")
@@ -52,13 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def step() -> None:
         engine = Engine.open(args.home, app_name="cumulus-close")
-        epoch = args.epoch
-        if epoch is None:
-            epoch, why = engine.epoch_to_close()
-            print(f"closing epoch {epoch} ({why})", flush=True)
-        epoch, metrics = engine.close(epoch)
-        print(f"epoch {epoch} closed and tagged epoch-{epoch}")
-        print(render(list(metrics), [tuple(metrics.values())], "table"), end="")
+        epoch, metrics = engine.close(args.epoch, progress=lambda line: print(line, flush=True))
+        print_closed(epoch, metrics, "table")
         print(f"epoch {epoch}: recorded {record(engine, epoch)}")
 
     return run_step(step)

@@ -65,15 +65,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_close(args: argparse.Namespace) -> int:
     from cumulus.commands import engine_for
 
-    cumulus = engine_for(args)
-    epoch = args.epoch
-    if epoch is None:
-        epoch, why = cumulus.epoch_to_close()
-        print(f"cumulus: closing epoch {epoch} ({why})", file=sys.stderr, flush=True)
-    epoch, metrics = cumulus.close(epoch)
-    sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
-    sys.stdout.write(render(list(metrics), [tuple(metrics.values())], args.format))
+    def say(line: str) -> None:  # which epoch a close without --epoch took, and why
+        print(f"cumulus: {line}", file=sys.stderr, flush=True)
+
+    epoch, metrics = engine_for(args).close(args.epoch, progress=say)
+    print_closed(epoch, metrics, args.format)
     return 0
+
+
+def print_closed(epoch: int, metrics: dict, fmt: str) -> None:
+    sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
+    sys.stdout.write(render(list(metrics), [tuple(metrics.values())], fmt))
 
 
 def register(subparsers) -> None:

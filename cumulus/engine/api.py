@@ -80,9 +80,6 @@ class Engine:
             self._schema = load_home_schema(self.settings)
         return self._schema
 
-    def compilation(self) -> Compilation:
-        return self._compile()[0]
-
     def plan(self) -> BatchPlan:
         """The batch plan of every registered view, compiled once per registry state."""
         return self._compile()[1]
@@ -139,20 +136,21 @@ class Engine:
         return Applied(epoch, record, record.headline() if record else "nothing to apply")
 
     def epoch_to_close(self) -> tuple[int, str]:
+        """The epoch a close without one takes, and why (read with PyIceberg, no JVM)."""
         from cumulus.store.catalog import pyiceberg_catalog
         from cumulus.store.ledger import epoch_to_close
 
         return epoch_to_close(pyiceberg_catalog(self.settings), self.settings)
 
-    def close(self, epoch: int | None = None) -> tuple[int, dict[str, Any]]:
-        """Close `epoch` (default: an interrupted close's, else the open one); (epoch,
-        the metrics written to the ledger)."""
+    def close(self, epoch: int | None = None, progress: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
+        """Close `epoch` (default: an interrupted close's, else the open one, said through
+        `progress`); (epoch, the metrics written to the ledger)."""
         from cumulus.engine.close import close_epoch
 
         plan = self.plan()
         if epoch is None:
             epoch, why = self.epoch_to_close()
-            log.info("closing epoch %d (%s)", epoch, why)
+            (progress or log.info)(f"closing epoch {epoch} ({why})")
         return epoch, close_epoch(self.spark, self.settings, plan, epoch)
 
     def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,

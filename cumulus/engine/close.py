@@ -5,18 +5,17 @@ repair.py; store/fold.py; publish.py: tags and stable branches).
 
 Steps (each idempotent; a retry after a crash anywhere resumes from what the tables
 say): seal the epoch in the ledger (input now goes to N+1); apply what is pending, or
-leave it to a rebuild after the fold; repair batches that read a stale state; fold the epoch's events into base.* (an appended layer
-of net changes, compacted past a ratio); compact the maps whose delta rows outgrew
-`map_compaction_ratio` (the paper's Cleanup, lazy: an entry's value is the sum of its
-rows at any snapshot, so the close rewrites nothing otherwise); tag maps.entries and every
-base table `epoch-N`; write the ledger row, the publish point: a stable snapshot exists
-only once the ledger says so; then move every such table's `stable` branch there
-(cumulus/engine/publish.py)."""
+leave it to a rebuild after the fold; repair batches that read a stale state; fold the
+epoch's events into base.* (an appended layer of net changes, compacted past a ratio);
+compact the maps whose delta rows outgrew `map_compaction_ratio` (the paper's Cleanup,
+lazy: an entry's value is the sum of its rows at any snapshot, so the close rewrites
+nothing otherwise); tag maps.entries and every base table `epoch-N`; write the ledger
+row, the publish point: a stable snapshot exists only once the ledger says so; then move
+every such table's `stable` branch there (cumulus/engine/publish.py)."""
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -121,10 +120,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         fault_point("close.after-fold")
         if rebuild is not None:
             with steps("recompute"):
-                t = time.perf_counter()
                 recompute_maps(spark, settings, plan, rebuild)
-                rebuild.seconds, rebuild.status = round(time.perf_counter() - t, 3), "done"
-                save_record(spark, settings, rebuild)
+            rebuild.seconds, rebuild.status = steps.metrics["recompute_s"], "done"
+            save_record(spark, settings, rebuild)
             steps.metrics["recompute_rows"] = base_rows(spark, settings, plan)
             fault_point("close.after-recompute")
         with steps("compact_maps"):

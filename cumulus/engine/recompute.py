@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
-from cumulus.store.commit import EPOCH, table_metadata, write_options
+from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
 from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
@@ -41,7 +41,7 @@ from cumulus.store.maps import (
 from cumulus.store.tables import base_table, events_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.recompute")
 
@@ -79,14 +79,7 @@ def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, ep
 
 def base_rows(spark: SparkSession, settings: Settings, plan: BatchPlan) -> int:
     """The rows of the base tables the program reads (from their metadata, no Spark job)."""
-    total = 0
-    for rel in plan.order:
-        meta = table_metadata(spark, base_table(settings, rel))
-        current = meta.get("current-snapshot-id")
-        for snap in meta.get("snapshots", []):
-            if snap["snapshot-id"] == current:
-                total += int(snap.get("summary", {}).get("total-records", 0))
-    return total
+    return sum(total_records(table_metadata(spark, base_table(settings, rel))) for rel in plan.order)
 
 
 def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -139,6 +132,24 @@ def defer_to_close(settings: Settings) -> str | None:
     return None
 
 
+def evaluate_from_base(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, tag: str | None = None
+) -> dict[str, DataFrame]:
+    """Every map of `plan` computed from base.* (at `tag`, else main): the program
+    evaluated over each relation's tuples as inserts of their multiplicity, from an
+    empty state (a rebuild, and a new view's back-fill)."""
+    from pyspark.sql import functions as F
+
+    events: dict[str, DataFrame] = {}
+    for rel in plan.order:
+        reader = spark.read.format("iceberg")
+        if tag is not None:
+            reader = reader.option("tag", tag)
+        events[rel] = reader.load(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+    nothing = spark.table(maps_table(settings)).where(F.lit(False))
+    return evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
+
+
 def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:
     """Rebuild every map from base.* (main: the epoch folded) in one overwrite commit, unless
     the record's commit exists (a retry). Returns the rows the rebuild wrote."""
@@ -147,12 +158,9 @@ def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, rec
     mine = batch_commit(spark, settings, record.batch_id)
     if mine is None:
         started = time.perf_counter()
-        events = {rel: spark.table(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-                  for rel in plan.order}
+        values = evaluate_from_base(spark, settings, plan)
         table = maps_table(settings)
         rows = spark.table(table)
-        nothing = rows.where(F.lit(False))
-        values = evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
         columns = entries_columns(spark, settings)
         version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
         frames = [entry_rows(values[name], plan.maps[name], columns, version) for name in sorted(values)]

@@ -23,8 +23,9 @@ from cumulus.engine.apply import (
     ensure_applies_table,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, restricted
+from cumulus.engine.evaluate import BatchPlan, restricted
 from cumulus.engine.publish import create_catalog_views, move_stable
+from cumulus.engine.recompute import evaluate_from_base
 from cumulus.engine.registry import (
     M3,
     SQL,
@@ -49,11 +50,11 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import ensure_maps_table, map_slice, maps_table
-from cumulus.store.tables import base_table, tag_name
+from cumulus.store.maps import ensure_maps_table, maps_table
+from cumulus.store.tables import tag_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("cumulus.views")
 
@@ -68,19 +69,8 @@ def backfill(
 ) -> int:
     """Evaluate the program over base.* (each tuple an insert of its multiplicity) from an
     empty state, the statements `maps` need only, and write the deltas of `maps`."""
-    from pyspark.sql import functions as F
-
     plan = restricted(plan, set(maps))
-    events: dict[str, DataFrame] = {}
-    for rel in plan.order:
-        reader = spark.read.format("iceberg")
-        if epoch is not None:
-            reader = reader.option("tag", tag_name(epoch))
-        df = reader.load(base_table(settings, rel))
-        events[rel] = df.select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-
-    nothing = spark.table(maps_table(settings)).where(F.lit(False))
-    deltas = evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
+    deltas = evaluate_from_base(spark, settings, plan, tag_name(epoch) if epoch is not None else None)
     record = ApplyRecord(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
         ingest_batches=[], events_snapshots={}, read_snapshot=None,

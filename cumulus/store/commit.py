@@ -92,6 +92,15 @@ def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     return json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(tbl.operations().current()))
 
 
+def total_records(meta: Mapping[str, Any]) -> int:
+    """Rows in the current snapshot of a table's Iceberg metadata (0 without one)."""
+    current = meta.get("current-snapshot-id")
+    for snap in meta.get("snapshots", []):
+        if snap["snapshot-id"] == current:
+            return int(snap.get("summary", {}).get("total-records", 0))
+    return 0
+
+
 def snapshots(spark: SparkSession, table: str) -> list[Snapshot]:
     """Every snapshot of `table` (a qualified Spark name), oldest first."""
     found = []

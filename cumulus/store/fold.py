@@ -191,7 +191,7 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
         log.info("base.%s: no net change in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
         return FoldResult(rel.name, False, done + 1, epoch, 0, None)
     meta = commit.table_metadata(spark, target)
-    empty = _total_records(meta) == 0
+    empty = commit.total_records(meta) == 0
     # Into an empty table, a fold of positive counts (one row per tuple) is compact.
     layer_rows = 0 if empty and stats["low"] > 0 else layers_in(meta).rows + changed
     props = {commit.FOLDED_EPOCH: epoch, LAYER_ROWS: layer_rows}
@@ -203,15 +203,6 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
         rel.name, done + 1, epoch, changed, layer_rows, time.perf_counter() - started,
     )
     return FoldResult(rel.name, True, done + 1, epoch, changed, marked[-1] if marked else None)
-
-
-def _total_records(meta: Mapping) -> int:
-    """Rows in the current snapshot of a table's Iceberg metadata (0 without one)."""
-    current = meta.get("current-snapshot-id")
-    for snap in meta.get("snapshots", []):
-        if snap["snapshot-id"] == current:
-            return int(snap.get("summary", {}).get("total-records", 0))
-    return 0
 
 
 def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: float | None = None) -> int:

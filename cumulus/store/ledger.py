@@ -116,10 +116,10 @@ def _log_rows(reader: Reader, settings: Settings, where: Mapping[str, Any] | Non
     return [LedgerRow.from_row(r) for r in read_rows(reader, ledger_log_table(settings), where)]
 
 
-def _latest(log: list[LedgerRow]) -> list[LedgerRow]:
+def _latest(revisions: list[LedgerRow]) -> list[LedgerRow]:
     """Each epoch's latest revision, oldest epoch first."""
     latest: dict[int, LedgerRow] = {}
-    for row in log:
+    for row in revisions:
         if row.epoch not in latest or row.revision > latest[row.epoch].revision:
             latest[row.epoch] = row
     return sorted(latest.values(), key=lambda r: r.epoch)
@@ -256,9 +256,9 @@ def compact_ledger(spark: SparkSession, settings: Settings) -> int:
     from pyspark.sql import functions as F
 
     with catalog_lock(settings, "compact the ledger"):
-        log = _log_rows(spark, settings)
-        latest = _latest(log)
-        dropped = len(log) - len(latest)
+        revisions = _log_rows(spark, settings)
+        latest = _latest(revisions)
+        dropped = len(revisions) - len(latest)
         if dropped:
             df = spark.createDataFrame([r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
             with commit_properties(spark, {"cumulus.ledger-compacted": len(latest)}):
