@@ -28,7 +28,7 @@ from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import entries_columns, entry_rows, map_slice, maps_table
+from cumulus.store.maps import entries_columns, map_slice, maps_table, versioned
 from cumulus.store.rows import read_rows
 from cumulus.store.tables import META, ensure_table, events_table, qualified
 
@@ -157,18 +157,24 @@ def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshot
 
 def batch_events(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
-) -> dict[str, DataFrame]:
-    """The batch's events per relation: its ingest batches, read at the pinned snapshots."""
+) -> tuple[dict[str, DataFrame], int]:
+    """The batch's events per relation that has any (its ingest batches, read at the
+    pinned snapshots), each materialized once, and how many there are. The relations are
+    counted first, in one Spark job: a relation without events adds no delta, and leaving
+    it out spares the plans of all its statements."""
     from pyspark.sql import functions as F
 
-    out = {}
+    read = {}
     for rel in plan.order:
         df = read_at(spark, events_table(settings, rel), record.events_snapshots.get(rel))
         df = df.where(F.col("batch_id").isin(record.ingest_batches))
         if record.kind == "apply":
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
-        out[rel] = df.select(*plan.params[rel], "op")
-    return out
+        read[rel] = df.select(*plan.params[rel], "op")
+    tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
+    counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
+    events = {rel: df.localCheckpoint() for rel, df in read.items() if counts.get(rel)}
+    return events, sum(counts.values())
 
 
 # ---------------------------------------------------------------- apply
@@ -214,25 +220,22 @@ class Written:
 
 
 def write_deltas(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
-    deltas: Mapping[str, DataFrame],
+    spark: SparkSession, settings: Settings, record: ApplyRecord, deltas: DataFrame | None,
 ) -> Written:
-    """Append every map's deltas to maps.entries in one commit marked with the batch id
-    (an empty one when there are none, so every batch has its commit); an earlier try's
-    commit is kept. Returns the commit's rows, maps and snapshot."""
+    """Append the batch's delta rows (of every map) to maps.entries in one commit marked
+    with the batch id (an empty one when there are none, so every batch has its commit);
+    an earlier try's commit is kept. Returns the commit's rows, maps and snapshot."""
 
     mine = batch_commit(spark, settings, record.batch_id)
     if mine is not None:
         log.info("epoch %d source %d: maps already hold batch %s", record.epoch, record.source_id, record.batch_id)
     else:
         table = maps_table(settings)
-        columns = entries_columns(spark, settings)
-        version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
-        frames = [entry_rows(deltas[name], plan.maps[name], columns, version) for name in sorted(deltas)]
-        if frames:
-            rows = union_all(frames)
-        else:
+        if deltas is None:
             rows = spark.createDataFrame([], spark.table(table).schema)
+        else:
+            version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
+            rows = versioned(deltas, entries_columns(spark, settings), version)
         props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
         rows.writeTo(table).options(**write_options(props)).append()
         fault_point("apply.after-commit")
@@ -245,16 +248,6 @@ def write_deltas(
 
 def record_written(record: ApplyRecord, written: Written) -> None:
     record.written_snapshot, record.maps_written, record.deltas = written.snapshot_id, written.maps, written.rows
-
-
-def count_events(events: Mapping[str, DataFrame]) -> int:
-    """Rows of every relation's batch, in one Spark job."""
-    from pyspark.sql import functions as F
-
-    if not events:
-        return 0
-    counted = [df.select(F.lit(1).alias("one")) for df in events.values()]
-    return int(union_all(counted).count())
 
 
 def apply_source(
@@ -283,10 +276,9 @@ def apply_source(
             save_record(spark, settings, record)
         fault_point("apply.after-record")
         t0, meter = time.perf_counter(), StageMeter(spark)
-        events = batch_events(spark, settings, plan, record)
+        events, record.events = batch_events(spark, settings, plan, record)
         deltas = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
-        record_written(record, write_deltas(spark, settings, plan, record, deltas))
-        record.events = count_events(events)
+        record_written(record, write_deltas(spark, settings, record, deltas))
         record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
         io = meter.read()
         record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written

@@ -46,7 +46,7 @@ from cumulus.m3.validate import CheckedProgram, MapInfo
 from cumulus.parallel import for_each
 from cumulus.sql.calculus import rename
 from cumulus.sql.to_m3 import BatchStatement
-from cumulus.store.maps import value_type
+from cumulus.store.maps import delta_columns, entry_rows, map_slice, summed, value_type
 
 # ---------------------------------------------------------------- expressions
 
@@ -285,28 +285,30 @@ def statement_deltas(
 
 def evaluate_batch(
     plan: BatchPlan, events: Mapping[str, DataFrame], state: StateReader, workers: int = 1
-) -> dict[str, DataFrame]:
-    """Deltas per map for a batch (`events[relation]`: the relation's columns and `op`),
-    aggregated by key with zero sums dropped. Relations run in the plan's order; each
-    reads `state` plus the deltas of the relations before it. Within a relation the
-    target maps' plans are built by `workers` threads (building a plan is a round of
-    analysis in the JVM per DataFrame call, so several at once overlap well)."""
-    pending: dict[str, list[DataFrame]] = {}
-    read_once: dict[str, DataFrame] = {}
+) -> DataFrame | None:
+    """Every map's deltas for a batch (`events[relation]`: the relation's columns and
+    `op`) as one frame of delta rows (`delta_columns`: map, key slots, value slots),
+    summed per entry with zero sums dropped; None when no relation has events.
+    Relations run in the plan's order; each reads `state` plus the deltas of the
+    relations before it. The deltas of all maps are shaped alike so that they are summed
+    by one aggregation per relation, not one per map: Spark's cost per operator, not the
+    rows, is most of a small batch's. Within a relation the target maps' plans are built
+    by `workers` threads (building a plan is a round of analysis in the JVM per
+    DataFrame call, so several at once overlap well)."""
+    columns = delta_columns(plan.maps.values())
+    earlier: list[tuple[set[str], DataFrame]] = []  # (maps written, their delta rows) per relation
+    read: dict[tuple[str, int], DataFrame] = {}  # (map, relations before) -> its state
 
     def current(name: str) -> DataFrame:
-        if name not in read_once:
-            read_once[name] = state(name)
-        base = read_once[name]
-        info = plan.maps[name]
-        extra = [
-            d.select(*[F.col(f"k{i}").alias(k) for i, k in enumerate(info.key_names)], "value")
-            for d in pending.get(name, [])
-        ]
-        base = base.select(*info.key_names, "value")
-        for d in extra:
-            base = base.unionByName(d)
-        return base
+        at = (name, len(earlier))
+        if at not in read:
+            info = plan.maps[name]
+            base = state(name).select(*info.key_names, "value")
+            for written, deltas in earlier:
+                if name in written:
+                    base = base.unionByName(map_slice(deltas, info))
+            read[at] = base
+        return read[at]
 
     for rel in plan.order:
         if rel not in events:
@@ -316,18 +318,22 @@ def evaluate_batch(
         by_target: dict[str, list[BatchStatement]] = {}
         for bs in plan.statements[rel]:
             by_target.setdefault(bs.statement.target.name, []).append(bs)
+        if not by_target:
+            continue
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
 
-        def build(name: str, by_target=by_target, batch=batch, params=params, later=later) -> DataFrame:
+        def build(name: str, by_target=by_target, batch=batch, params=params) -> DataFrame:
+            info = plan.maps[name]
             dfs = [df for bs in by_target[name] for df in statement_deltas(bs, batch, params, plan.maps, current)]
-            agg = _aggregate(dfs, plan.maps[name])
-            # A later relation of the batch reads these deltas: materialize them once, so
-            # its plan does not carry (and recompute) this relation's whole evaluation.
-            return agg.localCheckpoint() if name in later else agg
+            return entry_rows(union_all(dfs), info, columns, {})
 
-        for name, df in for_each(build, sorted(by_target), workers, f"{rel} deltas").items():
-            pending.setdefault(name, []).append(df)
-    return {name: dfs[0] if len(dfs) == 1 else _aggregate(dfs, plan.maps[name]) for name, dfs in pending.items()}
+        deltas = summed(union_all(list(for_each(build, sorted(by_target), workers, f"{rel} deltas").values())))
+        # A later relation of the batch reads these deltas: materialize them once, so its
+        # plan does not carry (and recompute) this relation's whole evaluation.
+        earlier.append((set(by_target), deltas.localCheckpoint() if later & set(by_target) else deltas))
+    if not earlier:
+        return None
+    return earlier[0][1] if len(earlier) == 1 else summed(union_all([d for _, d in earlier]))
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:
@@ -337,12 +343,3 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     while len(frames) > 1:
         frames = [frames[i].unionAll(frames[i + 1]) if i + 1 < len(frames) else frames[i] for i in range(0, len(frames), 2)]
     return frames[0]
-
-
-def _aggregate(dfs: list[DataFrame], info: MapInfo) -> DataFrame:
-    df = union_all([d.select(*[f"k{i}" for i in range(info.arity)], "value") for d in dfs])
-    keys = [f"k{i}" for i in range(info.arity)]
-    agg = df.groupBy(*keys).agg(F.sum("value").cast(value_type(info)).alias("value")) if keys else df.agg(
-        F.sum("value").cast(value_type(info)).alias("value")
-    )
-    return agg.where(F.col("value").isNotNull() & (F.col("value") != 0))

@@ -34,9 +34,9 @@ from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
     entries_columns,
-    entry_rows,
     map_slice,
     maps_table,
+    versioned,
 )
 from cumulus.store.tables import base_table, events_table
 
@@ -134,10 +134,10 @@ def defer_to_close(settings: Settings) -> str | None:
 
 def evaluate_from_base(
     spark: SparkSession, settings: Settings, plan: BatchPlan, tag: str | None = None
-) -> dict[str, DataFrame]:
-    """Every map of `plan` computed from base.* (at `tag`, else main): the program
-    evaluated over each relation's tuples as inserts of their multiplicity, from an
-    empty state (a rebuild, and a new view's back-fill)."""
+) -> DataFrame | None:
+    """Every map of `plan` computed from base.* (at `tag`, else main), as delta rows: the
+    program evaluated over each relation's tuples as inserts of their multiplicity, from
+    an empty state (a rebuild, and a new view's back-fill)."""
     from pyspark.sql import functions as F
 
     events: dict[str, DataFrame] = {}
@@ -161,12 +161,12 @@ def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, rec
         values = evaluate_from_base(spark, settings, plan)
         table = maps_table(settings)
         rows = spark.table(table)
-        columns = entries_columns(spark, settings)
         version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
-        frames = [entry_rows(values[name], plan.maps[name], columns, version) for name in sorted(values)]
         kept = rows.where(F.col("epoch") > record.epoch)
+        if values is not None:
+            kept = versioned(values, entries_columns(spark, settings), version).unionByName(kept)
         props = write_options({APPLY_BATCH: record.batch_id, EPOCH: record.epoch, COMPACTED_THROUGH: record.epoch})
-        union_all([*frames, kept]).select(*rows.columns).writeTo(table).options(**props).overwrite(F.lit(True))
+        kept.writeTo(table).options(**props).overwrite(F.lit(True))
         mine = batch_commit(spark, settings, record.batch_id)
         assert mine is not None, f"{table}: the commit of {record.batch_id} is not in its history"
         log.info("epoch %d: maps rebuilt from base.* (%.1f s)", record.epoch, time.perf_counter() - started)

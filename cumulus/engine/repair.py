@@ -20,12 +20,12 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.store.commit import Snapshot, snapshots
-from cumulus.store.maps import maps_table
+from cumulus.store.maps import maps_table, negated, summed
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("cumulus.repair")
 
@@ -53,8 +53,6 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     it should have seen minus what it wrote; it touches only the batch's keys. Reads the
     maps table's history once. Returns how many batches were repaired (0 where writers
     are serialized)."""
-    from pyspark.sql import functions as F
-
     repaired = 0
     records = apply_records(spark, settings, epoch)
     done = {r.batch_id for r in records if r.kind == "repair"}
@@ -66,26 +64,17 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         if should is None:
             continue
         log.info("epoch %d: batch %s read a stale state of the maps; repairing", epoch, record.batch_id)
-        events = batch_events(spark, settings, plan, record)
+        events, _ = batch_events(spark, settings, plan, record)
         right = evaluate_batch(plan, events, map_state(spark, settings, plan, should), settings.table_workers)
         wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
-        corrections: dict[str, DataFrame] = {}
-        for name in set(right) | set(wrong):
-            parts = []
-            if name in right:
-                parts.append(right[name])
-            if name in wrong:
-                parts.append(wrong[name].withColumn("value", -F.col("value")))
-            df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-            keys = [c for c in df.columns if c != "value"]
-            agg = df.groupBy(*keys).agg(F.sum("value").alias("value")) if keys else df.agg(F.sum("value").alias("value"))
-            corrections[name] = agg.where(F.col("value") != 0)
+        parts = [d for d in (right, negated(wrong) if wrong is not None else None) if d is not None]
+        corrections = summed(union_all(parts)) if parts else None
         fix = ApplyRecord(
             batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
             status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
             read_snapshot=should, seq_max=record.seq_max,
         )
-        record_written(fix, write_deltas(spark, settings, plan, fix, corrections))
+        record_written(fix, write_deltas(spark, settings, fix, corrections))
         fix.status = "done"
         save_record(spark, settings, fix)
         repaired += 1

@@ -75,7 +75,9 @@ def backfill(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
         ingest_batches=[], events_snapshots={}, read_snapshot=None,
     )
-    return write_deltas(spark, settings, plan, record, {m: d for m, d in deltas.items() if m in maps}).rows
+    if deltas is not None:
+        deltas = deltas.where(deltas["map"].isin(maps))
+    return write_deltas(spark, settings, record, deltas).rows
 
 
 def add_view(

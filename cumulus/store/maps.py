@@ -153,6 +153,49 @@ def entry_rows(
     return deltas.selectExpr(*[f"CAST({filled.get(c, 'NULL')} AS {t.simpleString()}) AS `{c}`" for c, t in columns])
 
 
+def delta_columns(maps: Iterable[MapInfo]) -> list[tuple[str, DataType]]:
+    """The columns of delta rows of `maps`: the entries table's without the version
+    columns, and only the key slots these maps use."""
+    from pyspark.sql import types as T
+
+    slots = {slot: key_type(t) for info in maps for slot, t in zip(key_slots(info), info.key_types, strict=True)}
+    return [("map", T.StringType()), *((value_slot(t), key_type(t)) for t in VALUE_TYPES), *sorted(slots.items())]
+
+
+def summed(rows: DataFrame) -> DataFrame:
+    """Delta rows (entries-shaped, without version columns) summed per entry: one row per
+    map and key, zero sums dropped. The columns stay as they are."""
+    from pyspark.sql import functions as F
+
+    values = [value_slot(t) for t in VALUE_TYPES]
+    keys = [c for c in rows.columns if c not in values]  # map and the key slots
+    live = F.lit(False)
+    for v in values:
+        live = live | F.coalesce(F.col(v) != 0, F.lit(False))
+    return (rows.groupBy(*keys).agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
+            .where(live).select(*rows.columns))
+
+
+def negated(rows: DataFrame) -> DataFrame:
+    """Delta rows with every value negated."""
+    from pyspark.sql import functions as F
+
+    values = {value_slot(t) for t in VALUE_TYPES}
+    return rows.select(*[(-F.col(c)).alias(c) if c in values else F.col(c) for c in rows.columns])
+
+
+def versioned(rows: DataFrame, columns: Sequence[tuple[str, DataType]], version: Mapping[str, int]) -> DataFrame:
+    """Delta rows as rows of the entries table, whose columns (name, type) are `columns`:
+    the slots `rows` lacks NULL, the version columns (epoch, source_id, seq) the given
+    numbers."""
+    have = set(rows.columns)
+    def expr(c: str) -> str:
+        if c in version:
+            return str(int(version[c]))
+        return f"`{c}`" if c in have else "NULL"
+    return rows.selectExpr(*[f"CAST({expr(c)} AS {t.simpleString()}) AS `{c}`" for c, t in columns])
+
+
 def entries_columns(spark: SparkSession, settings: Settings) -> list[tuple[str, DataType]]:
     return [(f.name, f.dataType) for f in spark.table(maps_table(settings)).schema.fields]
 
@@ -198,24 +241,11 @@ def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_
         return 0
     started = time.perf_counter()
     rows = spark.table(table)
-    values = [value_slot(t) for t in VALUE_TYPES]
-    versions = {c for c, _ in VERSION_COLUMNS}
-    keys = [c for c in rows.columns if c not in versions and c not in values]  # map and the key slots
-    live = F.lit(False)
-    for v in values:
-        live = live | (F.coalesce(F.col(v) != 0, F.lit(False)))
-    summed = (
-        rows.where(F.col("epoch") <= through)
-        .groupBy(*keys)
-        .agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
-        .where(live)
-        .select(
-            *keys, *values, F.lit(through).cast("bigint").alias("epoch"),
-            F.lit(COMPACTED_SOURCE).cast("int").alias("source_id"), F.lit(0).cast("bigint").alias("seq"),
-        )
-    )
+    columns = [(f.name, f.dataType) for f in rows.schema.fields]
+    old = summed(rows.where(F.col("epoch") <= through).drop(*(c for c, _ in VERSION_COLUMNS)))
+    compacted = versioned(old, columns, {"epoch": through, "source_id": COMPACTED_SOURCE, "seq": 0})
     kept = rows.where(F.col("epoch") > through)
     props = commit.write_options({COMPACTED_THROUGH: through})
-    summed.unionByName(kept).select(*rows.columns).writeTo(table).options(**props).overwrite(F.lit(True))
+    compacted.unionByName(kept).writeTo(table).options(**props).overwrite(F.lit(True))
     log.info("maps: compacted %d delta rows through epoch %d (%.1f s)", state.pending, through, time.perf_counter() - started)
     return state.pending

@@ -16,7 +16,7 @@ from cumulus.m3.parser import parse_program
 from cumulus.m3.validate import validate
 from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views
-from cumulus.store.maps import key_type, value_type
+from cumulus.store.maps import key_type, map_slice, value_type
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED = Path(__file__).resolve().parents[3] / "shared"
@@ -52,8 +52,13 @@ def run_in_batches(spark, plan, schema, events, n_batches):
                 batch[rel.name] = spark.createDataFrame(rows, T.StructType(fields + [T.StructField("op", T.IntegerType())]))
         frozen = {m: list(r) for m, r in state_rows.items()}
         deltas = evaluate_batch(plan, batch, lambda m, frozen=frozen: frame(m, frozen[m]))
-        for m, df in deltas.items():
-            state_rows[m].extend(tuple(r) for r in df.collect())
+        if deltas is None:
+            continue
+        deltas = deltas.localCheckpoint()
+        for m, info in plan.maps.items():
+            rows = map_slice(deltas, info).collect()
+            assert len({tuple(r)[:-1] for r in rows}) == len(rows), f"{m}: deltas not summed per key"
+            state_rows[m].extend(tuple(r) for r in rows)
     totals = {}
     for m, rows in state_rows.items():
         acc: dict[tuple, object] = {}
