@@ -13,7 +13,7 @@ result of the batch's events in any order."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -46,7 +46,15 @@ from cumulus.m3.validate import CheckedProgram, MapInfo
 from cumulus.parallel import for_each
 from cumulus.sql.calculus import rename
 from cumulus.sql.to_m3 import BatchStatement
-from cumulus.store.maps import delta_columns, entry_rows, map_slice, summed, value_type
+from cumulus.store.maps import (
+    delta_columns,
+    key_slots,
+    live,
+    map_slice,
+    summed,
+    value_slot,
+    value_type,
+)
 
 # ---------------------------------------------------------------- expressions
 
@@ -232,55 +240,108 @@ def _batch_copies(events: DataFrame, params: tuple[str, ...], bs: BatchStatement
     return df.withColumn("__op", op)
 
 
-def statement_deltas(
-    bs: BatchStatement, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
-) -> list[DataFrame]:
-    """Rows (k0..kn, value) this statement adds for a batch; one frame per term."""
+@dataclass(frozen=True)
+class _Term:
+    """One additive term of a batch statement: its sign, its map factors (joined in this
+    order: they bind the loop variables the other factors may use) and the rest."""
+
+    bs: BatchStatement
+    sign: int
+    maps: tuple[MapRef, ...]
+    others: tuple[Expr, ...]
+
+    @property
+    def chain(self) -> tuple:
+        """What the term's joins depend on: terms with the same chain share one join."""
+        return self.bs.copies, self.bs.joins, self.bs.sign, tuple((f.name, f.args) for f in self.maps)
+
+
+def _terms(statements: Sequence[BatchStatement]) -> list[_Term]:
+    out = []
+    for bs in statements:
+        for sign, fs in terms(bs.statement.expr):
+            maps = tuple(f for f in fs if isinstance(f, MapRef))
+            out.append(_Term(bs, sign, maps, tuple(f for f in fs if not isinstance(f, MapRef))))
+    return out
+
+
+def _env(names: Mapping[str, Column], bound: set[str], target: str) -> Callable[[str], Column]:
+    """Variables as columns: the loop variables `names` bound, else the batch's (`bound`)."""
+
+    def env(name: str) -> Column:
+        if name in names:
+            return names[name]
+        if name in bound:
+            return F.col(name)
+        raise EngineError(f"variable {name.upper()} is unbound in {target}'s statement")
+
+    return env
+
+
+def _joined(
+    term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
+) -> tuple[DataFrame, dict[str, Column], set[str]]:
+    """The batch (or its copies) joined with the slice of every map factor of the term's
+    chain, the columns of the loop variables those bind, and the batch's columns. Missing entries are 0 and a
+    factor of 0 adds nothing: inner joins are exact."""
+    bs = term.bs
     if bs.sign is not None:
         # A hand-written trigger runs on events of its sign; `op` may be a multiplicity
         # (back-fill from base.*), and k copies of an event add k times its effect.
         events = events.where(F.col("op") > 0 if bs.sign == "+" else F.col("op") < 0)
-    base = _batch_copies(events, params, bs)
-    bound = set(base.columns) - {"__op"}
-    target = bs.statement.target
-    out = []
-    for t, (sign, factors) in enumerate(terms(bs.statement.expr)):
-        df = base
-        names: dict[str, Column] = {}
+    df = _batch_copies(events, params, bs)
+    bound = set(df.columns) - {"__op"}
+    names: dict[str, Column] = {}
+    env = _env(names, bound, bs.statement.target.name)
+    for i, f in enumerate(term.maps):
+        tag = f"__f{i}"
+        slice_ = _state_columns(f.name, maps[f.name], state(f.name), tag)
+        conds = []
+        for j, a in enumerate(f.args):
+            if isinstance(a, Var) and a.name not in bound and a.name not in names:
+                names[a.name] = F.col(f"{tag}_k{j}")  # a loop variable: ranges over the map
+            else:
+                conds.append(F.col(f"{tag}_k{j}") == column(a, env))
+        df = df.join(slice_, functools.reduce(lambda x, y: x & y, conds) if conds else F.lit(True), "inner")
+    return df, names, bound
 
-        def env(name: str, names: dict[str, Column] = names) -> Column:
-            if name in names:
-                return names[name]
-            if name in bound:
-                return F.col(name)
-            raise EngineError(f"variable {name.upper()} is unbound in {target.name}'s statement")
 
-        # Compiled batch statements are signed by the events' ops; a hand-written trigger's
-        # statements already carry their sign and run on events of that sign only.
-        value = F.lit(sign).cast("bigint") * (F.col("__op") if bs.sign is None else F.abs(F.col("__op")))
-        # Map factors first: they bind the loop variables that other factors may use.
-        ordered = [f for f in factors if isinstance(f, MapRef)] + [f for f in factors if not isinstance(f, MapRef)]
-        for f_i, f in enumerate(ordered):
-            if not isinstance(f, MapRef):
-                value = value * column(f, env)
-                continue
-            tag = f"__t{t}f{f_i}"
-            slice_ = _state_columns(f.name, maps[f.name], state(f.name), tag)
-            conds = []
-            for i, a in enumerate(f.args):
-                if isinstance(a, Var) and a.name not in bound and a.name not in names:
-                    names[a.name] = F.col(f"{tag}_k{i}")  # a loop variable: ranges over the map
-                else:
-                    conds.append(F.col(f"{tag}_k{i}") == column(a, env))
-            cond = functools.reduce(lambda x, y: x & y, conds) if conds else F.lit(True)
-            # Missing entries are 0 and a factor of 0 adds nothing: an inner join is exact.
-            df = df.join(slice_, cond, "inner")
-            value = value * F.col(f"{tag}_v")
-        keys = [column(a, env).alias(f"k{i}") for i, a in enumerate(target.args)]
-        info = maps[target.name]
-        df = df.select(*keys, value.cast(value_type(info)).alias("value"))
-        out.append(df.where(F.col("value").isNotNull() & (F.col("value") != 0)))
-    return out
+def _delta_row(term: _Term, env: Callable[[str], Column], info: MapInfo, columns: Sequence[tuple[str, T.DataType]]) -> Column:
+    """The term's delta as a struct of the delta row columns (its map's slots filled)."""
+    # Compiled batch statements are signed by the events' ops; a hand-written trigger's
+    # statements already carry their sign and run on events of that sign only.
+    value = F.lit(term.sign).cast("bigint") * (F.col("__op") if term.bs.sign is None else F.abs(F.col("__op")))
+    for i in range(len(term.maps)):
+        value = value * F.col(f"__f{i}_v")
+    for f in term.others:
+        value = value * column(f, env)
+    filled = {slot: column(a, env) for slot, a in zip(key_slots(info), term.bs.statement.target.args, strict=True)}
+    filled[value_slot(info.type)] = value.cast(value_type(info))
+    filled["map"] = F.lit(info.name)
+    return F.struct(*[(filled[c] if c in filled else F.lit(None)).cast(t).alias(c) for c, t in columns])
+
+
+def relation_deltas(
+    plan: BatchPlan, rel: str, events: DataFrame, state: StateReader, workers: int = 1
+) -> DataFrame:
+    """The delta rows (`delta_columns`) of a batch of one relation, not summed. Terms
+    whose joins are the same (the batch joined with the same map slices on the same
+    arguments) share one join, from which a single projection yields each term's row:
+    a plan's cost in Spark grows with its operators, not with the batch."""
+    columns = delta_columns(plan.maps.values())
+    chains: dict[tuple, list[_Term]] = {}
+    for term in _terms(plan.statements[rel]):
+        chains.setdefault(term.chain, []).append(term)
+
+    def build(chain: tuple) -> DataFrame:
+        group = chains[chain]
+        df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, state)
+        rows = [_delta_row(t, _env(names, bound, t.bs.statement.target.name), plan.maps[t.bs.statement.target.name], columns)
+                for t in group]
+        out = df.select((rows[0] if len(rows) == 1 else F.explode(F.array(*rows))).alias("d")).select("d.*")
+        return out.where(live())
+
+    return union_all(list(for_each(build, list(chains), workers, f"{rel} deltas").values()))
 
 
 def evaluate_batch(
@@ -292,10 +353,9 @@ def evaluate_batch(
     Relations run in the plan's order; each reads `state` plus the deltas of the
     relations before it. The deltas of all maps are shaped alike so that they are summed
     by one aggregation per relation, not one per map: Spark's cost per operator, not the
-    rows, is most of a small batch's. Within a relation the target maps' plans are built
-    by `workers` threads (building a plan is a round of analysis in the JVM per
-    DataFrame call, so several at once overlap well)."""
-    columns = delta_columns(plan.maps.values())
+    rows, is most of a small batch's. Within a relation the joins' plans are built by
+    `workers` threads (building a plan is a round of analysis in the JVM per DataFrame
+    call, so several at once overlap well)."""
     earlier: list[tuple[set[str], DataFrame]] = []  # (maps written, their delta rows) per relation
     read: dict[tuple[str, int], DataFrame] = {}  # (map, relations before) -> its state
 
@@ -311,26 +371,14 @@ def evaluate_batch(
         return read[at]
 
     for rel in plan.order:
-        if rel not in events:
+        if rel not in events or not plan.statements[rel]:
             continue
-        batch = events[rel]
-        params = plan.params[rel]
-        by_target: dict[str, list[BatchStatement]] = {}
-        for bs in plan.statements[rel]:
-            by_target.setdefault(bs.statement.target.name, []).append(bs)
-        if not by_target:
-            continue
+        written = {bs.statement.target.name for bs in plan.statements[rel]}
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
-
-        def build(name: str, by_target=by_target, batch=batch, params=params) -> DataFrame:
-            info = plan.maps[name]
-            dfs = [df for bs in by_target[name] for df in statement_deltas(bs, batch, params, plan.maps, current)]
-            return entry_rows(union_all(dfs), info, columns, {})
-
-        deltas = summed(union_all(list(for_each(build, sorted(by_target), workers, f"{rel} deltas").values())))
+        deltas = summed(relation_deltas(plan, rel, events[rel], current, workers))
         # A later relation of the batch reads these deltas: materialize them once, so its
         # plan does not carry (and recompute) this relation's whole evaluation.
-        earlier.append((set(by_target), deltas.localCheckpoint() if later & set(by_target) else deltas))
+        earlier.append((written, deltas.localCheckpoint() if later & written else deltas))
     if not earlier:
         return None
     return earlier[0][1] if len(earlier) == 1 else summed(union_all([d for _, d in earlier]))

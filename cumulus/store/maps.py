@@ -33,7 +33,7 @@ from cumulus.store import commit
 from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
 log = logging.getLogger("cumulus.maps")
@@ -169,11 +169,18 @@ def summed(rows: DataFrame) -> DataFrame:
 
     values = [value_slot(t) for t in VALUE_TYPES]
     keys = [c for c in rows.columns if c not in values]  # map and the key slots
-    live = F.lit(False)
-    for v in values:
-        live = live | F.coalesce(F.col(v) != 0, F.lit(False))
     return (rows.groupBy(*keys).agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
-            .where(live).select(*rows.columns))
+            .where(live()).select(*rows.columns))
+
+
+def live() -> Column:
+    """True for a row whose value is not zero (nor NULL)."""
+    from pyspark.sql import functions as F
+
+    nonzero = F.lit(False)
+    for t in VALUE_TYPES:
+        nonzero = nonzero | F.coalesce(F.col(value_slot(t)) != 0, F.lit(False))
+    return nonzero
 
 
 def negated(rows: DataFrame) -> DataFrame:
