@@ -124,8 +124,47 @@ def test_airflow_services_share_metadata_db_and_secrets() -> None:
         assert any(c.startswith(f"airflow {role}") for c in commands), role
     postgres = env_of("postgres")
     assert postgres["POSTGRES_DB"] == "airflow"
-    init_sql = (REPO / "docker" / "postgres" / "init-cumulus-db.sql").read_text()
-    assert "CREATE DATABASE cumulus" in init_sql and env_of("airflow-scheduler")["CUMULUS_CATALOG_PASSWORD"] in init_sql
+
+
+def test_the_catalog_role_gets_the_password_cumulus_connects_with() -> None:
+    """PostgreSQL creates the catalog's role with CUMULUS_CATALOG_PASSWORD, the variable
+    every Cumulus process connects with: no password is written in the init script."""
+    mounts = [v for v in SERVICES["postgres"]["volumes"] if "/docker-entrypoint-initdb.d/" in v]
+    assert mounts, "postgres: no init script for the catalog database"
+    for mount in mounts:
+        source, target = mount.split(":")[:2]
+        script = (REPO / source).read_text()
+        assert target.endswith(".sh") and "CREATE DATABASE cumulus" in script
+        assert ":'password'" in script and 'password="$CUMULUS_CATALOG_PASSWORD"' in script
+        assert "PASSWORD '" not in script, f"{source}: a literal password"
+    cumulus = env_of("airflow-scheduler")
+    assert env_of("postgres")["CUMULUS_CATALOG_PASSWORD"] == cumulus["CUMULUS_CATALOG_PASSWORD"]
+    assert cumulus["CUMULUS_CATALOG_USER"] == "cumulus"  # the role the script creates
+
+
+def test_init_creates_the_pool_the_dags_use() -> None:
+    """Airflow never schedules a task in a pool that does not exist: init creates the
+    pipeline's pool, read from the same configuration the DAGs read."""
+    from cumulus.pipeline.config import PipelineConfig
+
+    init = (REPO / "docker" / "init.sh").read_text()
+    assert "load_pipeline_config().pool" in init
+    assert re.search(r'^airflow pools set "\$pool" 1 ', init, re.M), "init.sh does not create the pool"
+    dags = " ".join(p.read_text() for p in (REPO / "dags").glob("*.py"))
+    assert "pool=CFG.pool" in dags and PipelineConfig().pool == "cumulus_catalog"
+
+
+def test_the_home_settings_are_writable() -> None:
+    """`cumulus source add` writes the home's cumulus.toml: no container mounts it (or
+    anything in the home) read-only; init copies docker/cumulus.toml into the home volume
+    when it has none."""
+    for name, svc in SERVICES.items():
+        for volume in svc.get("volumes", []):
+            parts = volume.split(":")
+            assert not (len(parts) > 2 and parts[1].startswith("/var/lib/cumulus") and "ro" in parts[2]), (name, volume)
+    init = (REPO / "docker" / "init.sh").read_text()
+    copy = init.index('cp docker/cumulus.toml "$CUMULUS_HOME/cumulus.toml"')
+    assert '[ ! -f "$CUMULUS_HOME/cumulus.toml" ]' in init and copy < init.index("cumulus init")
 
 
 def test_dockerfile_installs_requirements_and_the_code() -> None:
