@@ -282,8 +282,8 @@ def _joined(
     term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
 ) -> tuple[DataFrame, dict[str, Column], set[str]]:
     """The batch (or its copies) joined with the slice of every map factor of the term's
-    chain, the columns of the loop variables those bind, and the batch's columns. Missing entries are 0 and a
-    factor of 0 adds nothing: inner joins are exact."""
+    chain, the columns of the loop variables those bind, and the batch's columns.
+    Missing entries are 0 and a factor of 0 adds nothing: inner joins are exact."""
     bs = term.bs
     if bs.sign is not None:
         # A hand-written trigger runs on events of its sign; `op` may be a multiplicity
