@@ -14,6 +14,13 @@ Judging in commit order keeps every multiplicity >= 0 at every commit and at clo
 replay in version order (source priority first) can pass through a negative count when
 a lower-priority source deletes, in a later batch of the same epoch, a tuple a
 higher-priority source inserted; the maps are linear, so the state at close is the same.
+
+The check reads only what can hold a deleted tuple: when the batch deletes at most
+LOOKUP_LIMIT distinct tuples, their values are pushed into the scans of base.<rel> and of
+the events as IN filters on the relation's leading columns, which Iceberg uses to skip
+every data file (and Parquet row group) whose column bounds exclude them. How much that
+skips depends on the layout: deletes clustered in key order (recent rows, a range of
+orders) read a few files; deletes scattered over the whole key range still touch most.
 """
 
 from __future__ import annotations
@@ -21,10 +28,17 @@ from __future__ import annotations
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from cumulus.schema import Relation
+from cumulus.schema import FLOAT, Relation
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+# Above this many distinct deleted tuples the scans are not filtered: the IN lists would
+# cost more to evaluate than they save.
+LOOKUP_LIMIT = 20_000
+# Filter on at most this many columns, the leading ones (keys lead by convention, and the
+# data lands in their order), each filter being a hash lookup on every scanned row.
+LOOKUP_COLUMNS = 2
 
 
 def _same_tuple(left: str, right: str, keys: list[str]) -> Column:
@@ -34,6 +48,22 @@ def _same_tuple(left: str, right: str, keys: list[str]) -> Column:
         lambda a, b: a & b,
         [F.col(f"{left}.`{k}`").eqNullSafe(F.col(f"{right}.`{k}`")) for k in keys],
     )
+
+
+def lookup_filter(relation: Relation, deleted: list) -> Column | None:
+    """A filter that keeps every copy of the `deleted` tuples (Rows of the relation's
+    columns) and that Iceberg can prune files with: IN lists on the leading columns that
+    hold no NULL (IN never matches NULL) and are not floating point (NaN has no bounds)."""
+    from pyspark.sql import functions as F
+
+    conditions = []
+    for column in relation.columns:
+        if len(conditions) == LOOKUP_COLUMNS:
+            break
+        values = {row[column.name] for row in deleted}
+        if column.type != FLOAT and None not in values:
+            conditions.append(F.col(f"`{column.name}`").isin(sorted(values)))
+    return reduce(lambda a, b: a & b, conditions) if conditions else None
 
 
 def not_alive(
@@ -49,6 +79,12 @@ def not_alive(
 
     keys = list(relation.column_names)
     deleted = batch.where(F.col("__op") < 0).select(*keys).distinct()
+    tuples = deleted.limit(LOOKUP_LIMIT + 1).collect()
+    if len(tuples) <= LOOKUP_LIMIT:
+        deleted = batch.sparkSession.createDataFrame(tuples, deleted.schema)
+        where = lookup_filter(relation, tuples)
+        if where is not None:
+            base, events = base.where(where), events.where(where)
     prior = (
         base.select(*keys, F.col("mult").cast("bigint").alias("__n"))
         .unionByName(events.select(*keys, F.col("op").cast("bigint").alias("__n")))

@@ -1,0 +1,76 @@
+"""The delete check reads only the data files that can hold the deleted tuples, and
+judges the same with and without that lookup (NULLs, a batch's own inserts, a second
+delete of the last copy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cumulus.engine.metrics import StageMeter
+from cumulus.ingest import liveness
+from cumulus.schema import INT, STRING, Column, Relation
+
+REL = Relation("lv", (Column("k", INT), Column("v", STRING)))
+FILES = 4  # base holds keys 0..3999, one data file per thousand
+
+
+@pytest.fixture(scope="module")
+def tables(spark, settings):
+    ns = f"{settings.catalog}.liveness"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    spark.sql(f"CREATE OR REPLACE TABLE {ns}.base (k BIGINT, v STRING, mult INT) USING iceberg")
+    spark.sql(f"CREATE OR REPLACE TABLE {ns}.events (k BIGINT, v STRING, op INT) USING iceberg")
+    for f in range(FILES):
+        spark.sql(
+            f"INSERT INTO {ns}.base SELECT /*+ COALESCE(1) */ id, concat('v', id), 1 "
+            f"FROM range({f * 1000}, {(f + 1) * 1000})"
+        )
+    spark.sql(f"INSERT INTO {ns}.base VALUES (NULL, 'n', 1)")
+    spark.sql(f"INSERT INTO {ns}.events VALUES (4000, 'v4000', 1)")  # committed, not folded
+    return spark.table(f"{ns}.base"), spark.table(f"{ns}.events")
+
+
+def batch(spark, rows):
+    """(k, v, op) rows in arrival order."""
+    return spark.createDataFrame(
+        [(k, v, op, 0, pos) for pos, (k, v, op) in enumerate(rows)],
+        "k BIGINT, v STRING, __op INT, __unit INT, __pos INT",
+    )
+
+
+ROWS = [
+    (5, "v5", -1),  # alive in base
+    (5, "v5", -1),  # its only copy is gone: rejected
+    (2500, "other", -1),  # no such tuple: rejected
+    (4000, "v4000", -1),  # alive through a committed event
+    (6000, "v6000", 1),
+    (6000, "v6000", -1),  # alive through the batch's own insert
+    (None, "n", -1),  # NULL key, alive in base
+    (None, "m", -1),  # rejected
+]
+REJECTED = [(5, "v5", 1), (2500, "other", 2), (None, "m", 7)]
+
+
+def rejected(frame):
+    return sorted(((r["k"], r["v"], r["__pos"]) for r in frame.collect()), key=lambda r: r[2])
+
+
+@pytest.mark.parametrize("limit", [liveness.LOOKUP_LIMIT, 0], ids=["lookup", "full-scan"])
+def test_the_same_deletes_are_rejected_with_and_without_the_lookup(spark, tables, monkeypatch, limit):
+    monkeypatch.setattr(liveness, "LOOKUP_LIMIT", limit)
+    base, events = tables
+    assert rejected(liveness.not_alive(batch(spark, ROWS), REL, base, events)) == REJECTED
+
+
+def test_deletes_in_one_key_range_read_one_data_file(spark, tables):
+    base, events = tables
+    meter = StageMeter(spark)
+    base.select("k", "v", "mult").collect()
+    whole = meter.read().bytes_read
+
+    deletes = [(k, f"v{k}", -1) for k in range(1200, 1300)] + [(1250, "v1250", -1)]
+    meter = StageMeter(spark)
+    found = rejected(liveness.not_alive(batch(spark, deletes), REL, base, events))
+    read = meter.read().bytes_read
+    assert found == [(1250, "v1250", 100)]
+    assert 0 < read < whole / (FILES - 1), (read, whole)
