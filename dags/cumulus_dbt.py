@@ -1,56 +1,51 @@
-"""The Airflow DAG `cumulus_dbt`: dbt on every published stable snapshot. The dbt project
-(models/) is rendered by astronomer-cosmos, one task per model (`dbt build` of the model
-and its tests; a test of several models runs after all of them), scheduled on the
-STABLE_SNAPSHOT asset that the epoch DAG's publish task emits. The epoch in the
-triggering asset event becomes the dbt var `epoch`, so the models read tag epoch-N; a
-manual run reads the latest published epoch.
+"""cumulus_dbt: the dbt project (models/) on every published stable snapshot.
 
-The dbt profile is written from the Cumulus settings ($CUMULUS_HOME, cumulus.toml) to
-<home>/dbt/profiles.yml (cumulus.dbt.profile), only when it changes. Cosmos caches the
-`dbt ls` it parses the project with in an Airflow Variable."""
+    build    one `dbt build`: every model and test, in dbt's order, one dbt process
+
+Scheduled on the STABLE_SNAPSHOT asset that cumulus_epoch's publish task emits; the
+epoch in the triggering asset event becomes the dbt var `epoch`, so the models read tag
+epoch-N. A manual run builds the `epoch` param, else the latest published epoch.
+
+One dbt process per run: dbt-spark's session method starts a Spark driver inside dbt,
+so a task per model would start a JVM per model. The task's log lists every model and
+test with its status and seconds (dbt's run_results.json), and its return value (XCom)
+holds them. A failed model or test fails the task without retries; dbt failing to run
+is retried. Nothing is written or run while this file is parsed: the task writes the
+dbt profile (<home>/dbt/profiles.yml) from the Cumulus settings when it runs.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from cosmos import DbtDag, ExecutionConfig, ProfileConfig, ProjectConfig, RenderConfig
-from cosmos.constants import ExecutionMode, InvocationMode, LoadMode, TestBehavior
+from airflow.sdk import DAG, Param, task
 
-from cumulus.config import load_settings
-from cumulus.dbt.profile import PROFILE, TARGET, dbt_executable, project_dir, write_profile
 from cumulus.pipeline.assets import STABLE_SNAPSHOT
-from cumulus.pipeline.dbt import dbt_task_env, stable_epoch
+from cumulus.pipeline.config import pipeline_home
 
-settings = load_settings()
+HOME = str(pipeline_home())
 
-cumulus_dbt = DbtDag(
+
+@task(retries=2, retry_delay=timedelta(seconds=30))
+def build(home: str, **context) -> dict:
+    from cumulus.pipeline.dbt import build_task
+
+    return build_task(home, context)
+
+
+with DAG(
     dag_id="cumulus_dbt",
-    description="dbt marts on each published Cumulus epoch (tag epoch-N)",
+    description="dbt marts on each published Cumulus epoch (tag epoch-N), one dbt build",
     schedule=[STABLE_SNAPSHOT],
     start_date=datetime(2024, 1, 1),
     catchup=False,
     max_active_runs=1,
     tags=["cumulus", "dbt"],
     default_args={"owner": "cumulus", "retries": 2, "retry_delay": timedelta(seconds=30)},
-    user_defined_macros={"stable_epoch": stable_epoch},
-    project_config=ProjectConfig(project_dir()),
-    profile_config=ProfileConfig(
-        profile_name=PROFILE, target_name=TARGET, profiles_yml_filepath=write_profile(settings)
-    ),
-    execution_config=ExecutionConfig(
-        execution_mode=ExecutionMode.LOCAL,
-        invocation_mode=InvocationMode.SUBPROCESS,  # one dbt process (and Spark driver) per task
-        dbt_executable_path=dbt_executable(),
-    ),
-    render_config=RenderConfig(
-        load_method=LoadMode.DBT_LS,
-        test_behavior=TestBehavior.BUILD,
-        should_detach_multiple_parents_tests=True,
-    ),
-    operator_args={
-        "vars": {"epoch": "{{ stable_epoch(triggering_asset_events) }}"},
-        "env": dbt_task_env(settings),
-        "append_env": True,
-        "install_deps": False,
-    },
-)
+    params={"epoch": Param(
+        None, type=["null", "integer"], minimum=1, title="Epoch",
+        description="The published epoch to build on; empty: the triggering snapshot's, else the latest published.",
+    )},
+    doc_md=__doc__,
+) as dag:
+    build(HOME)

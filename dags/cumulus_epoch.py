@@ -3,8 +3,10 @@
     epoch ─> sources ─> source[i]: wait ─> ingest ─> apply ─┐   (mapped per source)
                                                             └─> close ─> validate ─> publish
 
-- `epoch` maps the run to its Cumulus epoch: `conf.epoch`, else the interval (the k-th
-  interval after `[pipeline] start` is epoch `first_epoch + k - 1`); the ledger is
+- `epoch` maps the run to its Cumulus epoch: the `epoch` param (trigger form, or
+  `--conf '{"epoch": N}'`); else, for a backfill or with `[pipeline] catchup = true`, the
+  interval (the k-th interval after `start` is epoch `first_epoch + k - 1`); else the
+  open epoch (a scheduled run without catchup, a manual run). The ledger is
   authoritative: a sealed epoch is not ingested again (a rerun: close resumes an
   interrupted close, validate reruns unless the epoch is published; publish emits only
   after a validation of this run, so a rerun does not trigger dbt twice), an epoch
@@ -27,6 +29,7 @@ from __future__ import annotations
 from airflow.sdk import (
     DAG,
     DeltaDataIntervalTimetable,
+    Param,
     PokeReturnValue,
     TriggerRule,
     task,
@@ -94,6 +97,11 @@ with DAG(
     max_active_runs=1,
     default_args={"owner": "cumulus", "retries": CFG.retries, "retry_delay": CFG.retry_delay},
     tags=["cumulus", "epoch"],
+    params={"epoch": Param(
+        None, type=["null", "integer"], minimum=1, title="Epoch",
+        description="The Cumulus epoch this run ingests, closes and validates; empty: the open epoch "
+        "(or, for a backfill or with catchup on, the epoch of the run's data interval).",
+    )},
     doc_md=__doc__,
 ) as dag:
     plan = epoch(HOME)

@@ -62,9 +62,9 @@ say "ok (log: $DEMO/logs/airflow-db.log)"
 
 for n in $(seq 1 "$EPOCHS"); do
     when="$(date_of "$n")"
-    step "4/6 Epoch $n: airflow dags test cumulus_epoch $when"
+    step "4/6 Epoch $n: airflow dags test cumulus_epoch $when --conf '{\"epoch\": $n}'"
     log="$DEMO/logs/cumulus_epoch-$n.log"
-    if ! airflow dags test cumulus_epoch "$when" 2>&1 | tee "$log" | progress; then :; fi
+    if ! airflow dags test cumulus_epoch "$when" --conf "{\"epoch\": $n}" 2>&1 | tee "$log" | progress; then :; fi
     if grep -q "DagRun Finished: .*state=failed" "$log" || ! grep -q "DagRun Finished" "$log"; then
         echo "   the run failed; its log: $log" >&2
         exit 1

@@ -130,28 +130,15 @@ def _take_epoch(args: argparse.Namespace, rest: list[str]) -> list[str]:
     return out
 
 
-def dbt_invocation(settings, epoch: int | None, command: str, rest: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The dbt command line and environment for `cumulus dbt [--epoch N] COMMAND REST...`."""
-    import yaml
-
-    from cumulus.dbt.profile import dbt_env, dbt_executable
-
-    argv = [dbt_executable(), command, *rest]
-    if epoch is not None:
-        if "--vars" in rest:
-            raise CumulusError("give the epoch either as --epoch or inside --vars, not both")
-        argv += ["--vars", yaml.safe_dump({"epoch": epoch}, default_flow_style=True).strip()]
-    return argv, {**os.environ, **dbt_env(settings)}
-
-
 def _dbt(args: argparse.Namespace, command: str, rest: list[str]) -> int:
     """Replace this process with dbt (its output, exit code and Ctrl-C are dbt's own)."""
     from cumulus.dbt.profile import write_profile
+    from cumulus.dbt.run import invocation
 
     settings = settings_from_args(args)
     write_profile(settings)
     rest = _take_epoch(args, rest)
-    argv, env = dbt_invocation(settings, args.epoch, command, rest)
+    argv, env = invocation(settings, args.epoch, command, rest)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, env)

@@ -12,7 +12,7 @@ environment), else ./.cumulus, as for the CLI. Durations are `90s`, `10m`, `1h`,
     start = "2024-01-01T00:00:00+00:00"  # the first epoch's interval starts here
     epoch_interval = "1h"          # one cumulus_epoch run (one epoch) per interval
     first_epoch = 1                # the epoch of the first interval
-    catchup = true                 # run the intervals since `start` that have not run
+    catchup = false                # true: a run per interval since `start`, epoch = interval
     microbatch_interval = "5m"     # cumulus_microbatch: ingest + apply this often
     late_timeout = "10m"           # how long a run waits for a source's files
     poke_interval = "30s"          # how often it looks
@@ -51,7 +51,7 @@ class PipelineConfig:
     start: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     epoch_interval: dt.timedelta = dt.timedelta(hours=1)
     first_epoch: int = 1
-    catchup: bool = True
+    catchup: bool = False
     microbatch_interval: dt.timedelta = dt.timedelta(minutes=5)
     late_timeout: dt.timedelta = dt.timedelta(minutes=10)
     poke_interval: dt.timedelta = dt.timedelta(seconds=30)

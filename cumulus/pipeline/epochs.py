@@ -1,9 +1,11 @@
-"""From an Airflow run to the work of a Cumulus epoch: which epoch a data interval is,
-which landing folders belong to it, whether they are ready, what came late.
+"""From an Airflow run to the work of a Cumulus epoch: which epoch a run is, which
+landing folders belong to it, whether they are ready, what came late.
 
-A run finds its epoch by arithmetic on its data interval (`epoch_for_interval`): the
-k-th interval after `[pipeline] start` is epoch `first_epoch + k - 1`. The ledger stays
-authoritative (`plan_epoch`): if the epoch is the open one the run does its work; if it
+A run finds its epoch with `run_epoch_choice`: the DAG's `epoch` param when given; else,
+for a backfill or when `[pipeline] catchup` is on (every interval since `start` gets a
+run), by arithmetic on its data interval (`epoch_for_interval`: the k-th interval after
+`start` is epoch `first_epoch + k - 1`); else (scheduled runs without catchup, manual
+runs) the ledger's open epoch. The ledger stays authoritative (`plan_epoch`): if the epoch is the open one the run does its work; if it
 is already sealed (a rerun, a backfill of the past), ingest and apply are skipped, close
 only resumes an interrupted close, validate runs again unless the epoch is published,
 publish emits the asset only after a validation in the same run; if an earlier epoch is still open the
@@ -50,6 +52,18 @@ def epoch_for_interval(cfg: PipelineConfig, end: dt.datetime) -> int:
     # Seconds, not datetime arithmetic: Airflow passes pendulum datetimes.
     k = math.ceil((end.timestamp() - cfg.start.timestamp()) / cfg.epoch_interval.total_seconds() - 1e-9)
     return cfg.first_epoch + k - 1
+
+
+def run_epoch_choice(
+    cfg: PipelineConfig, param: Any, run_type: str, interval_end: dt.datetime | None
+) -> tuple[int | None, str]:
+    """(the epoch a DAG run is, None for the open one; why): see the module doc."""
+    if param not in (None, ""):
+        return int(param), "the run's epoch param"
+    if interval_end is not None and ("backfill" in run_type or cfg.catchup):
+        why = "a backfill" if "backfill" in run_type else "catchup"
+        return epoch_for_interval(cfg, interval_end), f"{why}: the data interval ending {interval_end.isoformat()}"
+    return None, "the open epoch"
 
 
 def interval_of_epoch(cfg: PipelineConfig, epoch: int) -> tuple[dt.datetime, dt.datetime]:

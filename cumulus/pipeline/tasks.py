@@ -21,21 +21,18 @@ def _home(home: str):
 
 
 def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
-    """The epoch of a DAG run: `conf["epoch"]` if given, else the epoch of its data
-    interval (cumulus.pipeline.epochs.epoch_for_interval), else (a run without an
-    interval) the open epoch. Then the ledger decides what is left to do (plan_epoch)."""
-    from cumulus.pipeline.epochs import epoch_for_interval, plan_epoch
+    """The epoch of a DAG run (cumulus.pipeline.epochs.run_epoch_choice: the `epoch`
+    param, else the data interval's epoch for a backfill or with catchup on, else the
+    open epoch); then the ledger decides what is left to do (plan_epoch)."""
+    from cumulus.pipeline.epochs import plan_epoch, run_epoch_choice
     from cumulus.store.catalog import pyiceberg_catalog
 
     settings, cfg = _home(home)
-    conf = (context.get("dag_run").conf if context.get("dag_run") is not None else None) or {}
-    end = context.get("data_interval_end")
-    if conf.get("epoch") is not None:
-        epoch, why = int(conf["epoch"]), "run conf"
-    elif end is not None:
-        epoch, why = epoch_for_interval(cfg, end), f"data interval ending {end.isoformat()}"
-    else:
-        epoch, why = None, "the open epoch (the run has no data interval)"
+    run = context.get("dag_run")
+    epoch, why = run_epoch_choice(
+        cfg, (context.get("params") or {}).get("epoch"), str(getattr(run, "run_type", "") or ""),
+        context.get("data_interval_end"),
+    )
     plan = plan_epoch(pyiceberg_catalog(settings), settings, cfg, epoch)
     log.info("run -> epoch %d (%s); ledger: epoch %d is %s, open epoch %d", plan.epoch, why, plan.epoch,
              plan.state, plan.open_epoch)

@@ -6,6 +6,7 @@ generated TPC-H stream; tasks run the real spark_jobs through spark-submit."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -101,8 +102,10 @@ class AirflowEnv:
         self.airflow("db", "migrate")
         self.airflow("pools", "set", "cumulus_catalog", "1", "Cumulus catalog writers")
 
-    def dags_test(self, dag_id: str, date: str, check: bool = True) -> subprocess.CompletedProcess:
-        return self.airflow("dags", "test", dag_id, date, check=check)
+    def dags_test(self, dag_id: str, date: str, check: bool = True, params: dict | None = None) -> subprocess.CompletedProcess:
+        """`airflow dags test` of a run at `date`, with the DAG `params` given as its conf."""
+        conf = ["--conf", json.dumps(params)] if params else []
+        return self.airflow("dags", "test", dag_id, date, *conf, check=check)
 
 
 def settings_of(env: AirflowEnv):

@@ -34,7 +34,7 @@ for dag_id, dag in bag.dags.items():
     dags[dag_id] = {
         "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs, "catchup": dag.catchup,
         "timetable": type(dag.timetable).__name__, "delta": str(getattr(dag.timetable, "delta", "")),
-        "fileloc": dag.fileloc, "tasks": tasks,
+        "fileloc": dag.fileloc, "tasks": tasks, "params": {k: dag.params.get_param(k).schema for k in dag.params},
     }
 plugins = plugins_manager.get_fastapi_plugins()[0]
 views, _ = plugins_manager._get_ui_plugins()
@@ -49,7 +49,7 @@ print("REPORT" + json.dumps({
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     env = AirflowEnv(tmp_path_factory.mktemp("integrity"))
-    env.airflow("db", "migrate")  # the metadata database (cosmos caches its dbt ls in a Variable)
+    env.airflow("db", "migrate")  # the metadata database
     environ = env.env()
     environ["CUMULUS_PIPELINE_EPOCH_INTERVAL"] = "2h"  # configuration reaches the DAG
     environ["CUMULUS_PIPELINE_POOL"] = "cumulus_test_pool"
@@ -78,7 +78,8 @@ def test_tags_and_retries(report):
 def test_epoch_dag_shape(report):
     dag = report["dags"]["cumulus_epoch"]
     tasks = dag["tasks"]
-    assert dag["max_active_runs"] == 1 and dag["catchup"] is True
+    assert dag["max_active_runs"] == 1 and dag["catchup"] is False  # on only when configured
+    assert dag["params"]["epoch"]["type"] == ["null", "integer"]  # declared, not an undeclared conf key
     assert dag["timetable"] == "DeltaDataIntervalTimetable" and dag["delta"] == "2:00:00"
     for name in ("source.wait", "source.ingest", "source.apply"):
         assert tasks[name]["mapped"], f"{name} is not mapped over the sources"

@@ -72,9 +72,9 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert rows[3].events == sum(b.rows for b in stream.batches if b.epoch == 3) + stream.batch("catalog", 2).rows
     assert_stable_equals_duckdb(env, stream, 3, 3)
 
-    # A rerun of the closed epoch 2: every step finds its work done.
+    # A rerun of the closed epoch 2 (the DAG's epoch param): every step finds its work done.
     before = ledger(env)
-    env.dags_test("cumulus_epoch", logical_date(2))
+    env.dags_test("cumulus_epoch", logical_date(4), params={"epoch": 2})
     after = ledger(env)
     assert [(r.epoch, r.state, r.snapshots, r.events) for r in after.values()] == \
            [(r.epoch, r.state, r.snapshots, r.events) for r in before.values()]
@@ -93,7 +93,7 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert "Cumulus ledger" in probe["page"] and probe["page"].count(">published<") == 3
 
     # A run for epoch 5 while epoch 4 is open fails: epochs close in order.
-    proc = env.dags_test("cumulus_epoch", logical_date(5), check=False)
+    proc = env.dags_test("cumulus_epoch", logical_date(5), check=False, params={"epoch": 5})
     assert proc.returncode != 0
     assert "epoch 4 is still open" in proc.stdout + proc.stderr
     assert max(ledger(env)) == 4

@@ -1,6 +1,6 @@
 """The committed generated layer of the dbt project (models/models/staging) equals a fresh
 `cumulus dbt generate` from the demo views, and the profile and task environment carry
-the session factory's settings. No JVM."""
+the session factory's settings; dbt's run results are read per node. No JVM."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from sqlreadskit import DEMO_VIEWS, REPO, SCHEMA
 
 from cumulus.config import Settings
 from cumulus.dbt.generate import generate, staging_model
-from cumulus.dbt.profile import PROFILE, TARGET, profile_text, write_profile
-from cumulus.pipeline.dbt import dbt_task_env, stable_epoch
+from cumulus.dbt.profile import PROFILE, TARGET, dbt_env, profile_text, write_profile
+from cumulus.dbt.run import invocation, run_results
+from cumulus.pipeline.dbt import stable_epoch
 from cumulus.schema import load_schema
 from cumulus.spark.session import spark_conf
 from cumulus.sql.views import compile_views
@@ -76,7 +77,7 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     assert (path.parent / "log4j2.properties").is_file()
     stamp = path.stat().st_mtime_ns
     assert write_profile(settings) == path and path.stat().st_mtime_ns == stamp  # unchanged: not rewritten
-    env = dbt_task_env(settings)
+    env = dbt_env(settings)
     assert env["CUMULUS_HOME"] == str(settings.home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
     # The ledger source is catalog-qualified from CUMULUS_CATALOG: with the default catalog
     # name `cumulus`, a bare `cumulus.ledger` would name table `ledger` of catalog `cumulus`.
@@ -89,17 +90,17 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
 def test_cumulus_dbt_command_line(tmp_path) -> None:
     import argparse
 
-    from cumulus.commands.dbt import _take_epoch, dbt_invocation
+    from cumulus.commands.dbt import _take_epoch
 
     settings = Settings(home=tmp_path / "home")
     args = argparse.Namespace(epoch=None)
     rest = _take_epoch(args, ["--select", "marts", "--epoch", "3"])
-    argv, env = dbt_invocation(settings, args.epoch, "build", rest)
+    argv, env = invocation(settings, args.epoch, "build", rest)
     assert argv[1:] == ["build", "--select", "marts", "--vars", "{epoch: 3}"]
     assert env["DBT_PROFILES_DIR"] == str(settings.home / "dbt")
     assert env["DBT_TARGET_PATH"] == str(settings.home / "dbt" / "target")
     assert env["DBT_PROJECT_DIR"] == str(PROJECT)
-    argv, _ = dbt_invocation(settings, None, "docs", ["generate"])
+    argv, _ = invocation(settings, None, "docs", ["generate"])
     assert argv[1:] == ["docs", "generate"]
 
 
@@ -109,8 +110,24 @@ class Event:
 
 
 def test_stable_epoch_from_asset_events() -> None:
-    assert stable_epoch({}) == "" and stable_epoch(None) == ""
+    assert stable_epoch({}) is None and stable_epoch(None) is None
     events = {"snapshot": [Event({"epoch": 3, "tag": "epoch-3"}), Event({"epoch": 5, "tag": "epoch-5"})]}
-    assert stable_epoch(events) == "5"
-    assert stable_epoch({"snapshot": [Event({"tag": "epoch-7"})]}) == "7"
-    assert stable_epoch({"snapshot": [Event({})]}) == ""
+    assert stable_epoch(events) == 5
+    assert stable_epoch({"snapshot": [Event({"tag": "epoch-7"})]}) == 7
+    assert stable_epoch({"snapshot": [Event({})]}) is None
+
+
+def test_run_results_per_node(tmp_path) -> None:
+    import json
+
+    settings = Settings(home=tmp_path / "home")
+    assert run_results(settings) == []  # no run yet
+    target = settings.home / "dbt" / "target"
+    target.mkdir(parents=True)
+    (target / "run_results.json").write_text(json.dumps({"results": [
+        {"unique_id": "model.cumulus.nation_revenue", "status": "success", "execution_time": 1.234, "message": "OK"},
+        {"unique_id": "test.cumulus.not_null_x.5f1", "status": "fail", "execution_time": 0.5, "message": "Got 2 results"},
+    ]}))
+    got = run_results(settings)
+    assert [(n.kind, n.name, n.status, n.seconds, n.failed) for n in got] == [
+        ("model", "nation_revenue", "success", 1.23, False), ("test", "not_null_x", "fail", 0.5, True)]

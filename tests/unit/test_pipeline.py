@@ -18,6 +18,7 @@ from cumulus.pipeline.epochs import (
     landing_files,
     landing_folder,
     late_folders,
+    run_epoch_choice,
 )
 
 UTC = dt.UTC
@@ -31,13 +32,13 @@ def test_defaults_without_a_home(tmp_path):
 
 def test_toml_then_environment(tmp_path, monkeypatch):
     (tmp_path / "cumulus.toml").write_text(
-        '[pipeline]\nepoch_interval = "15m"\nlate_timeout = 90\ncatchup = false\nstart = "2025-03-01T00:00:00"\n'
+        '[pipeline]\nepoch_interval = "15m"\nlate_timeout = 90\ncatchup = true\nstart = "2025-03-01T00:00:00"\n'
     )
     monkeypatch.setenv("CUMULUS_PIPELINE_LATE_TIMEOUT", "2m")
     cfg = load_pipeline_config(tmp_path)
     assert cfg.epoch_interval == dt.timedelta(minutes=15)
     assert cfg.late_timeout == dt.timedelta(minutes=2)  # the environment wins
-    assert cfg.catchup is False
+    assert cfg.catchup is True
     assert cfg.start == dt.datetime(2025, 3, 1, tzinfo=UTC)  # naive means UTC
 
 
@@ -70,6 +71,24 @@ def test_intervals_map_to_epochs_and_back(tmp_path):
         assert epoch_for_interval(cfg, end) == epoch
     with pytest.raises(ConfigError, match="not after"):
         epoch_for_interval(cfg, start)
+
+
+def test_which_epoch_a_run_is(tmp_path):
+    cfg = load_pipeline_config(tmp_path, start="2024-01-01T00:00:00+00:00", epoch_interval="1d")
+    assert cfg.catchup is False  # a fresh DAG does not queue a run per hour since 2024
+    end = dt.datetime(2024, 1, 5, tzinfo=UTC)  # the 4th interval
+    # The declared param wins over everything.
+    assert run_epoch_choice(cfg, 7, "scheduled", end)[0] == 7
+    assert run_epoch_choice(cfg, "7", "backfill", end)[0] == 7
+    # A backfill names intervals: their epochs.
+    assert run_epoch_choice(cfg, None, "backfill", end) == (4, "a backfill: the data interval ending 2024-01-05T00:00:00+00:00")
+    # Without catchup, scheduled and manual runs take the open epoch (the scheduler skipped intervals).
+    assert run_epoch_choice(cfg, None, "scheduled", end) == (None, "the open epoch")
+    assert run_epoch_choice(cfg, "", "manual", end) == (None, "the open epoch")
+    # With catchup, every interval since start is an epoch.
+    on = load_pipeline_config(tmp_path, start="2024-01-01T00:00:00+00:00", epoch_interval="1d", catchup="true")
+    assert run_epoch_choice(on, None, "DagRunType.SCHEDULED", end)[0] == 4
+    assert run_epoch_choice(on, None, "manual", None) == (None, "the open epoch")
 
 
 def test_landing_layout_and_readiness(tmp_path):
