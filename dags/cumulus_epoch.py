@@ -11,9 +11,9 @@
   interrupted close, validate reruns unless the epoch is published; publish emits only
   after a validation of this run, so a rerun does not trigger dbt twice), an epoch
   after the open one fails until the earlier run has closed it.
-- `wait` (sensor, reschedule mode) waits for the source's folder of the epoch (its ready
-  marker) for at most `late_timeout`; then it is skipped and the epoch closes without
-  the source; close records the folder in the ledger's `late_files` and the next runs
+- `wait` (deferred to the triggerer: no worker or pool slot while it waits) waits for
+  the source's folder of the epoch (its ready marker) for at most `late_timeout`; then it
+  is skipped and the epoch closes without the source; close records the folder in the ledger's `late_files` and the next runs
   ingest it.
 - ingest / apply / close / validate are Spark jobs (spark_jobs/*.py via spark-submit),
   in the pool `[pipeline] pool` (1 slot: one catalog writer at a time).
@@ -30,7 +30,6 @@ from airflow.sdk import (
     DAG,
     DeltaDataIntervalTimetable,
     Param,
-    PokeReturnValue,
     TriggerRule,
     task,
     task_group,
@@ -38,7 +37,7 @@ from airflow.sdk import (
 
 from cumulus.pipeline.assets import STABLE_SNAPSHOT
 from cumulus.pipeline.config import load_pipeline_config, pipeline_home
-from cumulus.pipeline.operators import CumulusSparkJob
+from cumulus.pipeline.operators import CumulusSparkJob, LandingWait
 
 HOME = str(pipeline_home())
 CFG = load_pipeline_config(HOME)
@@ -56,21 +55,9 @@ def sources(plan: dict) -> list[str]:
     return plan["sources"]
 
 
-@task.sensor(
-    poke_interval=CFG.poke_interval.total_seconds(),
-    timeout=CFG.late_timeout.total_seconds(),
-    mode="reschedule",
-    soft_fail=True,
-)
-def wait(home: str, epoch: int, state: str, source: str) -> PokeReturnValue:
-    from cumulus.pipeline.tasks import landing_ready
-
-    return PokeReturnValue(is_done=landing_ready(home, epoch, state, source))
-
-
 @task_group(group_id="source")
 def per_source(source: str, epoch: int, state: str) -> None:
-    ready = wait(HOME, epoch, state, source)
+    ready = LandingWait(task_id="wait", home=HOME, epoch=epoch, state=state, source=source)
     ingest = CumulusSparkJob(
         task_id="ingest", job="ingest", home=HOME, epoch=epoch, source=source,
         pool=CFG.pool, trigger_rule=TriggerRule.NONE_FAILED,

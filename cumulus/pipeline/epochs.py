@@ -91,10 +91,15 @@ def landing_files(folder: Path) -> list[Path]:
 
 
 def is_ready(cfg: PipelineConfig, folder: Path) -> bool:
+    return folder_ready(folder, cfg.ready_marker)
+
+
+def folder_ready(folder: Path, ready_marker: str) -> bool:
+    """A folder is complete when it holds the ready marker (with no marker: any file)."""
     if not folder.is_dir():
         return False
-    if cfg.ready_marker:
-        return (folder / cfg.ready_marker).is_file()
+    if ready_marker:
+        return (folder / ready_marker).is_file()
     return bool(landing_files(folder))
 
 

@@ -1,4 +1,5 @@
-"""The operator of the pipeline's Spark steps: SparkSubmitOperator running one of the
+"""The pipeline's operators: LandingWait, the deferrable wait for a source's landing
+folder, and CumulusSparkJob, the operator of the Spark steps: SparkSubmitOperator running one of the
 `spark_jobs/` entry points, with its arguments decided at run time from the ledger and
 the landing folders (cumulus.pipeline.epochs), so a rerun of any task is safe.
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import (
     AirflowException,
     AirflowFailException,
@@ -30,6 +32,51 @@ from airflow.sdk.exceptions import (
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "spark_jobs"
 JOB_NAMES = ("ingest", "apply", "close", "validate", "maintenance")
+
+
+class LandingWait(BaseOperator):
+    """Wait for the source's landing folder of the epoch to be ready, deferred to the
+    triggerer (cumulus.pipeline.triggers.LandingReadyTrigger: no worker or pool slot
+    while waiting). Not ready after `[pipeline] late_timeout`: skipped, and the epoch
+    closes without the source (close records the folder as late). A sealed epoch has
+    nothing to wait for: skipped at once."""
+
+    template_fields = ("epoch", "state", "source", "home")
+
+    def __init__(self, *, home: str, epoch: Any, state: Any, source: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.home, self.epoch, self.state, self.source = home, epoch, state, source
+
+    def execute(self, context: Any) -> None:
+        import time
+
+        from cumulus.config import load_settings
+        from cumulus.ingest.sources import get_source
+        from cumulus.pipeline.config import load_pipeline_config
+        from cumulus.pipeline.epochs import OPEN, is_ready, landing_folder
+        from cumulus.pipeline.triggers import LandingReadyTrigger
+
+        epoch = int(self.epoch)
+        if self.state != OPEN:
+            raise AirflowSkipException(f"epoch {epoch} is {self.state}: nothing to wait for")
+        settings, cfg = load_settings(self.home), load_pipeline_config(self.home)
+        folder = landing_folder(cfg, get_source(settings, self.source).landing, epoch)
+        if is_ready(cfg, folder):
+            self.log.info("epoch %d source %s: %s is ready", epoch, self.source, folder)
+            return
+        self.log.info("epoch %d source %s: waiting for %s (%s), late after %s", epoch, self.source, folder,
+                      cfg.ready_marker or "any file", cfg.late_timeout)
+        trigger = LandingReadyTrigger(str(folder), cfg.ready_marker, cfg.poke_interval.total_seconds(),
+                                      time.time() + cfg.late_timeout.total_seconds())
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> None:
+        if not (event or {}).get("ready"):
+            raise AirflowSkipException(
+                f"epoch {self.epoch} source {self.source}: its folder is not ready after late_timeout; "
+                "the epoch closes without it and the next epoch takes its files"
+            )
+        self.log.info("epoch %s source %s: ready", self.epoch, self.source)
 
 
 class CumulusSparkJob(SparkSubmitOperator):

@@ -1,5 +1,5 @@
-"""The Python steps of the DAGs (the Spark steps are CumulusSparkJob): which epoch a run
-is, which sources it maps over, whether a source's folder is ready, what publish emits.
+"""The Python steps of the DAGs (the Spark steps are CumulusSparkJob, the landing wait is
+LandingWait): which epoch a run is, which sources it maps over, what publish emits.
 They read with PyIceberg (no JVM) and raise Airflow's skip / fail exceptions, so the DAG
 files stay declarations."""
 
@@ -53,24 +53,6 @@ def open_sources(home: str) -> list[str]:
     busy = [w.source for w in plan.sources if w.paths(require_ready=False)]
     log.info("open epoch %d: new files from %s", plan.epoch, ", ".join(busy) or "no source")
     return busy
-
-
-def landing_ready(home: str, epoch: int, state: str, source: str) -> bool:
-    """The sensor's poke: is the source's folder of the epoch complete (ready marker)?
-    A sealed epoch has nothing to wait for: skip."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from cumulus.ingest.sources import get_source
-    from cumulus.pipeline.epochs import OPEN, is_ready, landing_folder
-
-    if state != OPEN:
-        raise AirflowSkipException(f"epoch {epoch} is {state}: nothing to wait for")
-    settings, cfg = _home(home)
-    folder = landing_folder(cfg, get_source(settings, source).landing, epoch)
-    ready = is_ready(cfg, folder)
-    log.info("epoch %d source %s: %s %s", epoch, source, folder, "ready" if ready else
-             f"not ready yet (no {cfg.ready_marker or 'file'}); late after {cfg.late_timeout}")
-    return ready
 
 
 def published_extra(home: str, epoch: int) -> dict[str, Any]:

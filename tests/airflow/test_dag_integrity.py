@@ -83,8 +83,7 @@ def test_epoch_dag_shape(report):
     assert dag["timetable"] == "DeltaDataIntervalTimetable" and dag["delta"] == "2:00:00"
     for name in ("source.wait", "source.ingest", "source.apply"):
         assert tasks[name]["mapped"], f"{name} is not mapped over the sources"
-    assert tasks["source.wait"]["type"] == "DecoratedSensorOperator"  # waits for the landing files
-    assert tasks["source.wait"]["mode"] == "reschedule" and tasks["source.wait"]["soft_fail"] is True
+    assert tasks["source.wait"]["type"] == "LandingWait"  # waits for the landing files, deferred
     assert tasks["source.ingest"]["downstream"] == ["source.apply"]
     assert tasks["source.apply"]["downstream"] == ["close"]
     assert tasks["close"]["downstream"] == ["validate"] and tasks["validate"]["downstream"] == ["publish"]
@@ -99,3 +98,28 @@ def test_plugin_registers_its_app_and_nav_entry(report):
     assert {"name": "cumulus", "url_prefix": "/cumulus"} in report["fastapi"]
     views = [v for v in report["views"] if v.get("url_route") == "cumulus"]
     assert views and views[0]["destination"] == "nav" and views[0]["href"].endswith("/cumulus/")
+
+
+def test_the_landing_trigger_fires_ready_or_late(tmp_path):
+    import asyncio
+    import time
+
+    from cumulus.pipeline.triggers import LandingReadyTrigger
+
+    async def first_event(trigger):
+        async for event in trigger.run():
+            return event.payload
+
+    folder = tmp_path / "epoch-1"
+    late = LandingReadyTrigger(str(folder), "_SUCCESS", 0.05, time.time() + 0.3)
+    started = time.monotonic()
+    assert asyncio.run(first_event(late)) == {"ready": False}
+    assert time.monotonic() - started >= 0.25  # it waited for the deadline
+    folder.mkdir()
+    (folder / "part-0.csv").write_text("x\n")
+    assert asyncio.run(first_event(late)) == {"ready": False}  # no marker yet
+    (folder / "_SUCCESS").write_text("")
+    ready = LandingReadyTrigger(str(folder), "_SUCCESS", 0.05, time.time() + 60)
+    assert asyncio.run(first_event(ready)) == {"ready": True}
+    classpath, kwargs = ready.serialize()
+    assert classpath == "cumulus.pipeline.triggers.LandingReadyTrigger" and LandingReadyTrigger(**kwargs).folder == str(folder)
