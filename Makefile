@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-corpus test-unit test-spark lint demo sql-server
+.PHONY: setup test test-corpus test-unit test-spark lint demo sql-server engine
 
 setup:
 	bash scripts/setup.sh
@@ -33,3 +33,8 @@ demo: setup
 # `make sql-server PORT=10001 HOME_DIR=/path/to/home`.
 sql-server: setup
 	.venv/bin/cumulus $(if $(HOME_DIR),--home $(HOME_DIR)) sql-server $(if $(PORT),--port $(PORT))
+
+# The warm engine (docs/airflow.md, The warm engine) on $CUMULUS_HOME or ./.cumulus:
+# `make engine HOME_DIR=/path/to/home CADENCE=2`. Airflow's tasks hand their steps to it.
+engine: setup
+	.venv/bin/cumulus $(if $(HOME_DIR),--home $(HOME_DIR)) engine serve $(if $(CADENCE),--cadence $(CADENCE))

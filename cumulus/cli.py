@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "cumulus.commands.quality",
     "cumulus.commands.generate",
     "cumulus.commands.maintenance",
+    "cumulus.commands.engine",
 ]
 
 

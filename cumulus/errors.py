@@ -112,6 +112,10 @@ class EngineError(CumulusError):
     """The Spark engine cannot run a program or a batch as asked."""
 
 
+class EngineUnavailable(EngineError):
+    """The home's warm engine (cumulus engine serve) is not running or stopped answering."""
+
+
 class ReadError(CumulusError):
     """A read names an unknown map, view or epoch."""
 

@@ -2,7 +2,7 @@
 # The demo (README's first command, via `make demo`): a TPC-H event stream from
 # tpchgen-cli (two sources, inserts and deletes) runs epoch by epoch through the real
 # cumulus_epoch Airflow DAG (`airflow dags test`: ingest, apply, close, validate,
-# publish), then the dbt DAG; after each epoch it prints the views' stable results, the
+# publish; its Spark steps handed to the home's warm engine), then the dbt DAG; after each epoch it prints the views' stable results, the
 # validation outcome and where the report is.
 #
 #   DEMO_DIR=.cumulus/demo  DEMO_SCALE=0.01  DEMO_EPOCHS=3  DEMO_FRACTION=0.01  bash scripts/demo.sh
@@ -26,7 +26,6 @@ export AIRFLOW_HOME="$DEMO/airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=180   # cumulus_dbt runs `dbt ls` while parsing
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 T0=$(date +%s)
@@ -55,10 +54,21 @@ python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql
     --pipeline "start=$START" --pipeline epoch_interval=1d --pipeline late_timeout=5m \
     --pipeline poke_interval=10s --pipeline retry_delay=10s 2>"$DEMO/logs/home.log" | sed 's/^/   /'
 
-step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME) and the catalog writers' pool"
+step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME), the catalog writers' pool, the warm engine"
 airflow db migrate >"$DEMO/logs/airflow-db.log" 2>&1
 airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" >>"$DEMO/logs/airflow-db.log" 2>&1
 say "ok (log: $DEMO/logs/airflow-db.log)"
+# The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it.
+# --cadence 0: it does not pick up landed files on its own, so each run shows its ingest.
+cumulus engine serve --cadence 0 >"$DEMO/logs/engine.log" 2>&1 &
+ENGINE_PID=$!
+trap 'cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
+for _ in $(seq 1 240); do
+    [ -f "$CUMULUS_HOME/engine/engine.json" ] && break
+    kill -0 "$ENGINE_PID" 2>/dev/null || { echo "   the warm engine did not start; its log: $DEMO/logs/engine.log" >&2; exit 1; }
+    sleep 0.5
+done
+say "warm engine up: $(cumulus engine status --format csv | awk -F, '$1=="url" {print $2}') (log: $DEMO/logs/engine.log)"
 
 for n in $(seq 1 "$EPOCHS"); do
     when="$(date_of "$n")"
@@ -107,4 +117,11 @@ cat <<EOF
    SQL over the stable snapshots (Spark Thrift JDBC server):
      cumulus --home $CUMULUS_HOME sql-server        # then: beeline -u jdbc:hive2://localhost:10000
    Reads without a JVM:  cumulus --home $CUMULUS_HOME read revenue_by_nation_brand --stable
+
+   Fresh values within seconds: run the warm engine with a cadence (the demo's engine has
+   stopped), drop files into a source's folder of the open epoch, read main:
+     cumulus --home $CUMULUS_HOME engine serve --cadence 2 &
+     cumulus --home $CUMULUS_HOME epoch status            # the open epoch N; sources' folders:
+     cumulus --home $CUMULUS_HOME source list             # <landing>/epoch-N/
+     cumulus --home $CUMULUS_HOME read revenue_by_nation_brand      # main: fresh, not yet closed
 EOF

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cumulus.config import Settings, load_settings
 from cumulus.errors import CumulusError
@@ -49,6 +49,8 @@ class Applied:
 class Engine:
     """One home's engine: settings, Spark session, schema, the registered views' plan."""
 
+    _warm: ClassVar[dict[Path, Engine]] = {}  # per home: the engine `open` returns in this process
+
     def __init__(self, settings: Settings, spark: SparkSession | None = None, app_name: str = "cumulus") -> None:
         self.settings = settings
         self._spark = spark
@@ -58,7 +60,15 @@ class Engine:
 
     @classmethod
     def open(cls, home: str | Path | None = None, app_name: str = "cumulus") -> Engine:
-        return cls(load_settings(home), app_name=app_name)
+        """The home's engine: the warm one if this process keeps one (keep_warm), else new."""
+        settings = load_settings(home)
+        return cls._warm.get(settings.home) or cls(settings, app_name=app_name)
+
+    def keep_warm(self) -> Engine:
+        """Make `Engine.open` of this home return this engine in this process, so every step
+        run here shares its Spark session and its compiled plan (the warm engine)."""
+        type(self)._warm[self.settings.home] = self
+        return self
 
     @property
     def spark(self) -> SparkSession:

@@ -1,7 +1,9 @@
 """The pipeline's operators: LandingWait, the deferrable wait for a source's landing
-folder, and CumulusSparkJob, the operator of the Spark steps: SparkSubmitOperator running one of the
-`spark_jobs/` entry points, with its arguments decided at run time from the ledger and
-the landing folders (cumulus.pipeline.epochs), so a rerun of any task is safe.
+folder, and CumulusSparkJob, the operator of the Spark steps: one of the `spark_jobs/`
+entry points with its arguments decided at run time from the ledger and the landing
+folders (cumulus.pipeline.jobs), so a rerun of any task is safe. When the home's warm
+engine runs (`cumulus engine serve`), the step is handed to it and the task follows its
+log; otherwise the task runs it with spark-submit (SparkSubmitOperator), same result.
 
 spark-submit starts the JVM before Python runs, so the jars (the list
 `cumulus.spark.jars.spark_jars` gives) go on its command line. The master comes from
@@ -29,9 +31,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-JOBS = REPO / "spark_jobs"
-JOB_NAMES = ("ingest", "apply", "close", "validate", "maintenance")
+from cumulus.pipeline.jobs import JOB_NAMES, JOBS, REPO, job_arguments
 
 
 class LandingWait(BaseOperator):
@@ -127,6 +127,8 @@ class CumulusSparkJob(SparkSubmitOperator):
             self.log.info("epoch %s source %s: %s: skipped (%s)", epoch, self.source or "-", self.job, skip)
             raise AirflowSkipException(skip)
         self.application_args = [*args, *self.job_args]
+        if self._handed_to_engine(settings, epoch):
+            return
         self.jars = ",".join(str(p) for p in spark_jars(settings.catalog_uri))
         self.env_vars = {**job_environment(settings), **(self.env_vars or {})}
         ensure_spark_connection(self.conn_id, settings.spark_master)
@@ -142,6 +144,38 @@ class CumulusSparkJob(SparkSubmitOperator):
                     f"epoch {epoch}: {self.job} exited {code}: final, not retried ({exc})"
                 ) from exc
             raise
+
+    def _handed_to_engine(self, settings, epoch: int | None) -> bool:
+        """Hand the step to the home's warm engine when one answers and defer until it is
+        done (cumulus.pipeline.triggers.EngineStepTrigger streams its log into this
+        task's; no worker or pool slot is held meanwhile: the engine runs one step at a
+        time). False when no engine runs: the task spark-submits the step itself."""
+        from cumulus.pipeline.client import find_engine
+        from cumulus.pipeline.triggers import EngineStepTrigger
+
+        client = find_engine(settings)
+        if client is None:
+            return False
+        step_id = client.submit(self.job, self.application_args)
+        self.log.info("epoch %s source %s: %s: handed to the warm engine at %s as step %d: %s", epoch,
+                      self.source or "-", self.job, client.url, step_id, " ".join(self.application_args))
+        self.defer(trigger=EngineStepTrigger(client.url, step_id), method_name="engine_step_done",
+                   kwargs={"epoch": epoch})
+        return True  # not reached: defer raises
+
+    def engine_step_done(self, context: Any, event: dict[str, Any] | None = None, epoch: int | None = None) -> None:
+        """Resumed after the engine's step: its exit status decides, as spark-submit's would."""
+        event = event or {}
+        if "error" in event:
+            raise AirflowException(f"epoch {epoch}: {self.job}: {event['error']}; a retry runs it again (itself, "
+                                   "if the engine stays down)")
+        code = int(event["exit"])
+        self.log.info("epoch %s source %s: %s: the warm engine's step exited %d", epoch, self.source or "-",
+                      self.job, code)
+        if code in self.final_exit_codes:
+            raise AirflowFailException(f"epoch {epoch}: {self.job} exited {code}: final, not retried")
+        if code != 0:
+            raise AirflowException(f"epoch {epoch}: {self.job} exited {code} in the warm engine")
 
     @property
     def conn_id(self) -> str:
@@ -173,37 +207,3 @@ def ensure_spark_connection(conn_id: str, master: str) -> None:
         BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps({"conn_type": "spark", "host": master})
-
-
-def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None,
-                  mode: str = "epoch") -> tuple[list[str], str | None]:
-    """(arguments of spark_jobs/<job>.py, None) or ([], why the step has nothing to do)."""
-    from cumulus.pipeline.epochs import CLOSED, FAILED, PUBLISHED, plan_epoch
-    from cumulus.store.catalog import pyiceberg_catalog
-
-    home = ["--home", str(settings.home)]
-    if job == "maintenance":
-        return home, None
-    catalog = pyiceberg_catalog(settings)
-    plan = plan_epoch(catalog, settings, cfg, epoch)
-    n = plan.epoch
-    if job == "ingest":
-        if mode == "epoch" and not plan.is_open:
-            return [], f"epoch {n} is {plan.state}: sealed, its late files go to the open epoch {plan.open_epoch}"
-        paths = plan.source(source).paths(require_ready=(mode == "epoch"))
-        if not paths:
-            return [], f"no new files of source {source} for epoch {n}"
-        return [*home, "--source", source, *paths], None
-    if job == "apply":
-        if not plan.is_open:
-            return [], f"epoch {n} is {plan.state}: its close applied every batch"
-        return [*home, "--source", source, "--epoch", str(n)], None
-    if job == "close":
-        if plan.state in (CLOSED, PUBLISHED, FAILED):
-            return [], f"epoch {n} is already {plan.state}"
-        return [*home, "--epoch", str(n)], None
-    if job == "validate":
-        if plan.state == PUBLISHED:
-            return [], f"epoch {n} is already published"
-        return [*home, "--epoch", str(n)], None
-    raise ValueError(job)

@@ -46,3 +46,46 @@ class LandingReadyTrigger(BaseTrigger):
                 yield TriggerEvent({"ready": False})
                 return
             await asyncio.sleep(min(self.poke_seconds, left))
+
+
+class EngineStepTrigger(BaseTrigger):
+    """Follows a step handed to the warm engine (cumulus.pipeline.server): logs its lines as
+    they come (they land in the task's log) and fires {"exit": N} when it is done, or
+    {"error": why} when the engine stops answering for `patience` seconds."""
+
+    def __init__(self, url: str, step_id: int, poke_seconds: float = 1.0, patience: float = 30.0):
+        super().__init__()
+        self.url = url
+        self.step_id = step_id
+        self.poke_seconds = poke_seconds
+        self.patience = patience
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"url": self.url, "step_id": self.step_id, "poke_seconds": self.poke_seconds, "patience": self.patience},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from cumulus.errors import CumulusError
+        from cumulus.pipeline.client import EngineClient
+
+        client, offset, silent_since = EngineClient(self.url), 0, None
+        while True:
+            try:
+                got = await asyncio.to_thread(client.step, self.step_id, offset)
+            except CumulusError as exc:
+                silent_since = silent_since or time.monotonic()
+                if time.monotonic() - silent_since > self.patience:
+                    yield TriggerEvent({"error": str(exc)})
+                    return
+                await asyncio.sleep(self.poke_seconds)
+                continue
+            silent_since = None
+            for line in got["lines"]:
+                self.log.info("%s", line)
+            offset = got["next"]
+            if got["state"] == "done":
+                yield TriggerEvent({"exit": got["exit"], "lines": offset})
+                return
+            await asyncio.sleep(self.poke_seconds)

@@ -108,6 +108,35 @@ class AirflowEnv:
         return self.airflow("dags", "test", dag_id, date, *conf, check=check)
 
 
+class WarmEngine:
+    """`cumulus --home H engine serve` of an environment's home, in the background."""
+
+    def __init__(self, env: AirflowEnv, cadence: float = 0):
+        self.env = env
+        self.log = env.root / f"engine-{time.time_ns()}.log"
+        self.proc = subprocess.Popen(
+            [str(VENV_BIN / "cumulus"), "--home", str(env.home), "engine", "serve", "--cadence", str(cadence)],
+            env=env.env(), stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True,
+        )
+        state = env.home / "engine" / "engine.json"
+        deadline = time.monotonic() + 180
+        while not state.is_file():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the warm engine did not start; log: {self.log}\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        """kill -9: no cleanup, its state file stays behind."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        proc = subprocess.run([str(VENV_BIN / "cumulus"), "--home", str(self.env.home), "engine", "stop"],
+                              env=self.env.env(), capture_output=True, text=True, timeout=300)
+        self.proc.wait(timeout=60)
+        return proc.returncode
+
+
 def settings_of(env: AirflowEnv):
     from cumulus.config import load_settings
 
@@ -134,9 +163,10 @@ def _typed(text: str, col):
     return text
 
 
-def assert_stable_equals_duckdb(env: AirflowEnv, stream, epoch: int, through) -> list[str]:
-    """Every view read at tag epoch-N (PyIceberg) equals DuckDB over the stream's rows
-    alive `through` (an epoch, or one per source). Returns the views checked."""
+def assert_stable_equals_duckdb(env: AirflowEnv, stream, epoch: int | None, through) -> list[str]:
+    """Every view read at tag epoch-N (PyIceberg; None: main, the fresh values) equals
+    DuckDB over the stream's rows alive `through` (an epoch, or one per source). Returns
+    the views checked."""
     from oracle import DuckOracle, assert_view_equals_sql
 
     from cumulus.ingest.tpch_stream import alive
@@ -151,7 +181,7 @@ def assert_stable_equals_duckdb(env: AirflowEnv, stream, epoch: int, through) ->
     state = SimpleNamespace(entries=lambda m: reader.entries(m, (), At(epoch)))
     checked = []
     for name in reader.compilation.views:
-        assert_view_equals_sql(reader.compilation, name, state, oracle, f"epoch-{epoch}")
+        assert_view_equals_sql(reader.compilation, name, state, oracle, f"epoch-{epoch}" if epoch else "main")
         checked.append(name)
     return checked
 

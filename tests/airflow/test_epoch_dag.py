@@ -1,6 +1,8 @@
-"""Epochs through the real cumulus_epoch DAG (`airflow dags test`, SQLite metadata, Spark
-jobs via spark-submit on local[2]) over a tiny generated TPC-H stream (two sources,
-inserts and deletes):
+"""Epochs through the real cumulus_epoch DAG (`airflow dags test`, SQLite metadata) over a
+tiny generated TPC-H stream (two sources, inserts and deletes). The Spark steps run in
+the home's warm engine (`cumulus engine serve`, handed over by the tasks), except epoch
+3, run after the engine was killed with -9: the tasks find it gone and spark-submit
+their steps themselves; a restarted engine takes over again for the rest.
 
 1. epoch 1 (the initial load): published; every view at tag epoch-1 equals DuckDB over
    the rows alive after epoch 1;
@@ -17,6 +19,7 @@ from __future__ import annotations
 import pytest
 from airflowkit import (
     AirflowEnv,
+    WarmEngine,
     assert_stable_equals_duckdb,
     ledger,
     logical_date,
@@ -35,13 +38,18 @@ def pipeline(tmp_path_factory):
     stream = make_stream(root, epochs=3)
     env = AirflowEnv(root, pipeline={"late_timeout": f"{LATE_TIMEOUT_S}s"})
     env.setup(stream)
-    return env, stream
+    engines = [WarmEngine(env)]
+    yield env, stream, engines
+    for engine in engines:
+        if engine.proc.poll() is None:
+            engine.kill()
 
 
 def test_epochs_late_source_and_rerun(pipeline):
-    env, stream = pipeline
+    env, stream, engines = pipeline
 
-    env.dags_test("cumulus_epoch", logical_date(1))
+    run = env.dags_test("cumulus_epoch", logical_date(1))
+    assert (run.stdout + run.stderr).count("handed to the warm engine") >= 6  # ingest, apply per source; close; validate
     rows = ledger(env)
     assert rows[1].state == "published" and rows[1].validation == "passed", rows[1]
     assert rows[2].state == "open"
@@ -61,9 +69,13 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert rows[2].events == stream.batch("sales", 2).rows  # sales only
     assert_stable_equals_duckdb(env, stream, 2, {"sales": 2, "catalog": 1})
 
-    # The late files arrive; epoch 3 takes them along with its own.
+    # The late files arrive; epoch 3 takes them along with its own. The engine is killed
+    # first: its state file stays, the tasks see its process gone and spark-submit.
+    engines[0].kill()
+    assert (env.home / "engine" / "engine.json").is_file()
     held.rename(folder)
-    env.dags_test("cumulus_epoch", logical_date(3))
+    run = env.dags_test("cumulus_epoch", logical_date(3))
+    assert "handed to the warm engine" not in run.stdout + run.stderr and "spark-submit" in run.stdout + run.stderr
     rows = ledger(env)
     assert rows[3].state == "published", rows[3]
     carried = [e for e in rows[3].late_files or [] if e["kind"] == "carried"]
@@ -72,7 +84,9 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert rows[3].events == sum(b.rows for b in stream.batches if b.epoch == 3) + stream.batch("catalog", 2).rows
     assert_stable_equals_duckdb(env, stream, 3, 3)
 
-    # A rerun of the closed epoch 2 (the DAG's epoch param): every step finds its work done.
+    # A restarted engine takes over. A rerun of the closed epoch 2 (the DAG's epoch param):
+    # every step finds its work done.
+    engines.append(WarmEngine(env))
     before = ledger(env)
     env.dags_test("cumulus_epoch", logical_date(4), params={"epoch": 2})
     after = ledger(env)
@@ -97,3 +111,4 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert proc.returncode != 0
     assert "epoch 4 is still open" in proc.stdout + proc.stderr
     assert max(ledger(env)) == 4
+    assert engines[1].stop() == 0 and not (env.home / "engine" / "engine.json").exists()

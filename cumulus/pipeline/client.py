@@ -1,0 +1,92 @@
+"""Talking to a home's warm engine (cumulus.pipeline.server): find it from its state file,
+hand it a step, follow the step's log until it exits. Standard library only, so an
+Airflow worker needs nothing more."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from cumulus.config import Settings
+from cumulus.errors import CumulusError, EngineUnavailable
+
+
+class EngineClient:
+    def __init__(self, url: str, timeout: float = 5.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = json.loads(exc.read() or b"{}").get("error", exc.reason)
+            raise CumulusError(f"the warm engine at {self.url} refused {method} {path}: {detail}") from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+            raise EngineUnavailable(f"the warm engine at {self.url} does not answer ({exc})") from None
+
+    def status(self) -> dict[str, Any]:
+        return self._call("GET", "/status")
+
+    def submit(self, job: str, args: list[str]) -> int:
+        return int(self._call("POST", "/steps", {"job": job, "args": args})["id"])
+
+    def stop(self) -> None:
+        self._call("POST", "/stop", {})
+
+    def step(self, step_id: int, offset: int = 0) -> dict[str, Any]:
+        """A step's state, exit status and its log lines from `offset` (`next`: the offset after them)."""
+        return self._call("GET", f"/steps/{step_id}?offset={offset}")
+
+    def follow(self, step_id: int, echo: Callable[[str], None], poll: float = 0.5) -> int:
+        """Pass the step's log lines to `echo` as they come; its exit status."""
+        offset = 0
+        while True:
+            got = self.step(step_id, offset)
+            for line in got["lines"]:
+                echo(line)
+            offset = got["next"]
+            if got["state"] == "done":
+                return int(got["exit"])
+            time.sleep(poll)
+
+    def run(self, job: str, args: list[str], echo: Callable[[str], None]) -> int:
+        return self.follow(self.submit(job, args), echo)
+
+
+def engine_state(settings: Settings) -> dict[str, Any] | None:
+    """The engine's state file, if its process is alive."""
+    from cumulus.pipeline.server import state_path
+
+    path = state_path(settings)
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(int(state["pid"]), 0)
+    except (OSError, KeyError, ValueError):
+        return None  # killed without cleaning up: stale
+    return state
+
+
+def find_engine(settings: Settings) -> EngineClient | None:
+    """A client of the home's warm engine when one is running and answers, else None."""
+    state = engine_state(settings)
+    if state is None:
+        return None
+    client = EngineClient(state["url"], timeout=3.0)
+    try:
+        client.status()
+    except CumulusError:
+        return None
+    return EngineClient(state["url"])
