@@ -34,7 +34,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _running(args: argparse.Namespace):
+    """(settings, a client of the home's engine); EngineUnavailable when none runs."""
     from cumulus.config import settings_from_args
     from cumulus.errors import EngineUnavailable
     from cumulus.pipeline.client import find_engine
@@ -43,7 +44,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     client = find_engine(settings)
     if client is None:
         raise EngineUnavailable(f"no warm engine runs for {settings.home} (start one: cumulus engine serve)")
-    status = client.status()
+    return settings, client
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _running(args)[1].status()
     if args.format == "json":  # the engine's own status document, whole
         print(json.dumps(status, indent=1))
         return 0
@@ -61,14 +66,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from cumulus.config import settings_from_args
-    from cumulus.errors import EngineUnavailable
-    from cumulus.pipeline.client import engine_state, find_engine
+    from cumulus.pipeline.client import engine_state
 
-    settings = settings_from_args(args)
-    client = find_engine(settings)
-    if client is None:
-        raise EngineUnavailable(f"no warm engine runs for {settings.home}")
+    settings, client = _running(args)
     client.stop()
     deadline = time.monotonic() + args.wait
     while engine_state(settings) is not None and time.monotonic() < deadline:
