@@ -55,13 +55,15 @@ def epoch_for_interval(cfg: PipelineConfig, end: dt.datetime) -> int:
 
 
 def run_epoch_choice(
-    cfg: PipelineConfig, param: Any, run_type: str, interval_end: dt.datetime | None
+    cfg: PipelineConfig, param: Any, run_type: Any, interval_end: dt.datetime | None
 ) -> tuple[int | None, str]:
-    """(the epoch a DAG run is, None for the open one; why): see the module doc."""
+    """(the epoch a DAG run is, None for the open one; why): see the module doc. `run_type`
+    as Airflow gives it: "backfill", or an enum such as DagRunType.BACKFILL_JOB."""
     if param not in (None, ""):
         return int(param), "the run's epoch param"
-    if interval_end is not None and ("backfill" in run_type or cfg.catchup):
-        why = "a backfill" if "backfill" in run_type else "catchup"
+    backfill = "backfill" in str(getattr(run_type, "value", run_type)).lower() or "backfill" in str(run_type).lower()
+    if interval_end is not None and (backfill or cfg.catchup):
+        why = "a backfill" if backfill else "catchup"
         return epoch_for_interval(cfg, interval_end), f"{why}: the data interval ending {interval_end.isoformat()}"
     return None, "the open epoch"
 

@@ -30,7 +30,7 @@ def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
     settings, cfg = _home(home)
     run = context.get("dag_run")
     epoch, why = run_epoch_choice(
-        cfg, (context.get("params") or {}).get("epoch"), str(getattr(run, "run_type", "") or ""),
+        cfg, (context.get("params") or {}).get("epoch"), getattr(run, "run_type", "") or "",
         context.get("data_interval_end"),
     )
     plan = plan_epoch(pyiceberg_catalog(settings), settings, cfg, epoch)

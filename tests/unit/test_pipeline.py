@@ -82,6 +82,13 @@ def test_which_epoch_a_run_is(tmp_path):
     assert run_epoch_choice(cfg, "7", "backfill", end)[0] == 7
     # A backfill names intervals: their epochs.
     assert run_epoch_choice(cfg, None, "backfill", end) == (4, "a backfill: the data interval ending 2024-01-05T00:00:00+00:00")
+    class RunType:  # Airflow's DagRunType enum: its str is "DagRunType.BACKFILL_JOB"
+        value = "backfill"
+
+        def __str__(self):
+            return "DagRunType.BACKFILL_JOB"
+
+    assert run_epoch_choice(cfg, None, RunType(), end)[0] == 4
     # Without catchup, scheduled and manual runs take the open epoch (the scheduler skipped intervals).
     assert run_epoch_choice(cfg, None, "scheduled", end) == (None, "the open epoch")
     assert run_epoch_choice(cfg, "", "manual", end) == (None, "the open epoch")
