@@ -118,9 +118,10 @@ class WarmEngine:
             [str(VENV_BIN / "cumulus"), "--home", str(env.home), "engine", "serve", "--cadence", str(cadence)],
             env=env.env(), stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True,
         )
+        # Up once the state file names this process (a killed engine leaves its own behind).
         state = env.home / "engine" / "engine.json"
         deadline = time.monotonic() + 180
-        while not state.is_file():
+        while not (state.is_file() and json.loads(state.read_text() or "{}").get("pid") == self.proc.pid):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the warm engine did not start; log: {self.log}\n{self.log.read_text()[-3000:]}")
             time.sleep(0.5)
