@@ -61,7 +61,7 @@ def run_epoch_choice(
     as Airflow gives it: "backfill", or an enum such as DagRunType.BACKFILL_JOB."""
     if param not in (None, ""):
         return int(param), "the run's epoch param"
-    backfill = "backfill" in str(getattr(run_type, "value", run_type)).lower() or "backfill" in str(run_type).lower()
+    backfill = str(getattr(run_type, "value", run_type)).lower() == "backfill"
     if interval_end is not None and (backfill or cfg.catchup):
         why = "a backfill" if backfill else "catchup"
         return epoch_for_interval(cfg, interval_end), f"{why}: the data interval ending {interval_end.isoformat()}"

@@ -14,17 +14,24 @@ JOBS = REPO / "spark_jobs"
 JOB_NAMES = ("ingest", "apply", "close", "validate", "maintenance")
 
 
+def check_job(job: str) -> str:
+    """`job` if it names a Spark step; ValueError otherwise."""
+    if job not in JOB_NAMES:
+        raise ValueError(f"unknown Cumulus Spark job {job!r} (jobs: {', '.join(JOB_NAMES)})")
+    return job
+
+
 def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None,
-                  mode: str = "epoch") -> tuple[list[str], str | None]:
-    """(arguments of spark_jobs/<job>.py, None) or ([], why the step has nothing to do)."""
+                  mode: str = "epoch", plan=None) -> tuple[list[str], str | None]:
+    """(arguments of spark_jobs/<job>.py, None) or ([], why the step has nothing to do).
+    `plan`: the epoch's plan when the caller has read it already (plan_epoch)."""
     from cumulus.pipeline.epochs import CLOSED, FAILED, PUBLISHED, plan_epoch
     from cumulus.store.catalog import pyiceberg_catalog
 
     home = ["--home", str(settings.home)]
     if job == "maintenance":
         return home, None
-    catalog = pyiceberg_catalog(settings)
-    plan = plan_epoch(catalog, settings, cfg, epoch)
+    plan = plan or plan_epoch(pyiceberg_catalog(settings), settings, cfg, epoch)
     n = plan.epoch
     if job == "ingest":
         if mode == "epoch" and not plan.is_open:
@@ -51,9 +58,7 @@ def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None
 def run_job(job: str, args: list[str]) -> int:
     """Run spark_jobs/<job>.py's main(args) in this process (the warm engine's way: the
     job's Engine.open returns the process's warm engine); its exit status."""
-    if job not in JOB_NAMES:
-        raise ValueError(f"unknown Cumulus Spark job {job!r} (jobs: {', '.join(JOB_NAMES)})")
-    spec = importlib.util.spec_from_file_location(f"cumulus_job_{job}", JOBS / f"{job}.py")
+    spec = importlib.util.spec_from_file_location(f"cumulus_job_{job}", JOBS / f"{check_job(job)}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

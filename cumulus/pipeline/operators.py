@@ -31,7 +31,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from cumulus.pipeline.jobs import JOB_NAMES, JOBS, REPO, job_arguments
+from cumulus.pipeline.jobs import JOBS, REPO, check_job, job_arguments
 
 
 class LandingWait(BaseOperator):
@@ -102,8 +102,7 @@ class CumulusSparkJob(SparkSubmitOperator):
         final_exit_codes: tuple[int, ...] = (),
         **kwargs: Any,
     ) -> None:
-        if job not in JOB_NAMES:
-            raise ValueError(f"unknown Cumulus Spark job {job!r} (jobs: {', '.join(JOB_NAMES)})")
+        check_job(job)
         kwargs.setdefault("name", f"cumulus-{job}")
         super().__init__(application=str(JOBS / f"{job}.py"), **kwargs)
         self.job = job

@@ -131,10 +131,9 @@ class EngineServer:
     # ------------------------------------------------------------------ API side
 
     def submit(self, job: str, args: list[str], origin: str = "api") -> Step:
-        from cumulus.pipeline.jobs import JOB_NAMES
+        from cumulus.pipeline.jobs import check_job
 
-        if job not in JOB_NAMES:
-            raise ValueError(f"unknown job {job!r} (jobs: {', '.join(JOB_NAMES)})")
+        check_job(job)
         with self._lock:
             step = Step(next(self._ids), job, [str(a) for a in args], origin)
             self._steps[step.id] = step
@@ -241,13 +240,12 @@ class EngineServer:
             log.debug("landing poll skipped: %s", exc)
             return
         for work in plan.sources:
-            if not work.paths(require_ready=False):
-                continue
-            args, skip = job_arguments("ingest", self.settings, cfg, None, work.source, mode="microbatch")
+            ingest, skip = job_arguments("ingest", self.settings, cfg, None, work.source, "microbatch", plan)
             if skip is None:
+                apply, _ = job_arguments("apply", self.settings, cfg, None, work.source, plan=plan)
                 log.info("epoch %d source %s: new files; ingest and apply", plan.epoch, work.source)
-                self.submit("ingest", args, origin="landing")
-                self.submit("apply", ["--home", str(self.settings.home), "--source", work.source], origin="landing")
+                self.submit("ingest", ingest, origin="landing")
+                self.submit("apply", apply, origin="landing")
 
 
 def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
