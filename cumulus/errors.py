@@ -81,6 +81,10 @@ class StoreError(CumulusError):
     schema, a lock not obtained in time, a ledger transition that is not allowed."""
 
 
+class NoSuchTableError(StoreError):
+    """A table the catalog does not have (a home not initialized, a map table not made yet)."""
+
+
 class EpochOrderError(StoreError):
     """Epochs close in order: an epoch cannot be sealed or closed (nor run by the pipeline)
     while an earlier one is still open or sealed but not closed. Names the earlier epoch."""

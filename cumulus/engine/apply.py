@@ -3,11 +3,13 @@ and append every map's deltas to `maps.entries` in one commit, marked with the b
 and tagged with the batch's version. Main-branch reads see them at once (READ_SLICE:
 fresh, eventually consistent).
 
-Each apply is recorded in `cumulus.applies` before it writes: the ingest batches it takes
-and the snapshots of the maps table and of every events table it reads (pinned). A retry
-after a crash resumes the recorded apply with the same inputs; it writes nothing when the
-maps table already has the commit of its batch id, so no delta is lost or applied twice:
-one commit per batch makes "applied or not" a single question. The close uses the pinned
+The commit is the apply's record: its summary carries the batch id and what the batch
+took and read (`cumulus.apply-record`: the ingest batches, the snapshots of the maps table
+and of every events table it read), so "applied or not" is a single question about one
+commit, and a retry after a crash anywhere either finds the commit (nothing to do) or
+starts the batch again (nothing was written). After the commit, the apply's measurements
+(seconds, bytes, deltas) are appended to `cumulus.applies`; a crash in between leaves the
+commit's record alone, which `apply_records` reads back. The close uses the read
 snapshot to repair batches that read a stale state (concurrent applies).
 """
 
@@ -25,8 +27,10 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
+from cumulus.errors import NoSuchTableError
 from cumulus.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
+from cumulus.store.files import Batch, committed_batches
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import entries_columns, map_slice, maps_table, versioned
 from cumulus.store.rows import read_rows
@@ -38,13 +42,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.apply")
 
 APPLY_BATCH = "cumulus.apply-batch"
+APPLY_RECORD = "cumulus.apply-record"  # the record of the batch, JSON, on its maps commit
 RECOMPUTE = "recompute"  # the kind of a close's rebuild of every map (engine/recompute.py)
 APPLIES_COLUMNS = (
     ("batch_id", "STRING"),
     ("kind", "STRING"),  # apply | repair | backfill | recompute
     ("epoch", "BIGINT"),
     ("source_id", "INT"),
-    ("status", "STRING"),  # started | done
+    ("status", "STRING"),  # started (a rebuild chosen, not done yet) | done
     ("ingest_batches", "STRING"),  # JSON list of the ingest batch ids taken
     ("events_snapshots", "STRING"),  # JSON {relation: snapshot id} read
     ("read_snapshot", "BIGINT"),  # the snapshot of maps.entries read (pinned)
@@ -100,6 +105,30 @@ class ApplyRecord:
             values.append(json.dumps(v) if isinstance(v, (list, dict)) else v)
         return tuple(values)
 
+    def as_summary(self) -> str:
+        """What the batch took and read, for its maps commit (`APPLY_RECORD`)."""
+        return json.dumps({name: getattr(self, name) for name in SUMMARY_FIELDS} | {"started_at": _iso(self.started_at)})
+
+    @classmethod
+    def from_commit(cls, snap: Snapshot) -> ApplyRecord:
+        """The record of a batch whose commit has no measurements in cumulus.applies (the
+        apply stopped between its commit and their append)."""
+        values = json.loads(snap.summary[APPLY_RECORD])
+        started = values.pop("started_at", None)
+        return cls(
+            batch_id=snap.summary[APPLY_BATCH], status="done", **{k: values[k] for k in SUMMARY_FIELDS},
+            started_at=dt.datetime.fromisoformat(started).replace(tzinfo=None) if started else None,
+            written_snapshot=snap.snapshot_id, deltas=int(snap.summary.get("added-records", 0)),
+            maps_written=int(snap.summary.get("changed-partition-count", 0)),
+        )
+
+
+SUMMARY_FIELDS = ("kind", "epoch", "source_id", "ingest_batches", "events_snapshots", "read_snapshot", "seq_max", "events")
+
+
+def _iso(at: dt.datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
 
 def applies_table(settings: Settings) -> str:
     return qualified(settings, META, "applies")
@@ -110,18 +139,31 @@ def ensure_applies_table(spark: SparkSession, settings: Settings) -> None:
 
 
 def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
-    """Each apply's latest record (a `done` row supersedes its `started` row), oldest first."""
+    """Each batch's latest record (a `done` row supersedes a `started` one), oldest first:
+    the rows of cumulus.applies, and the record on a maps commit whose measurements were
+    not appended (the apply stopped in between)."""
     where = {"epoch": epoch} if epoch is not None else None
     latest: dict[str, ApplyRecord] = {}
     for record in map(ApplyRecord.from_row, read_rows(spark, applies_table(settings), where)):
         if record.batch_id not in latest or record.status == "done":
             latest[record.batch_id] = record
+    try:
+        commits = snapshots(spark, maps_table(settings))
+    except NoSuchTableError:  # no view registered yet
+        commits = []
+    for snap in commits:
+        batch_id = snap.summary.get(APPLY_BATCH)
+        if APPLY_RECORD not in snap.summary or (batch_id in latest and latest[batch_id].status == "done"):
+            continue
+        record = ApplyRecord.from_commit(snap)
+        if epoch is None or record.epoch == epoch:
+            latest[record.batch_id] = record
     return sorted(latest.values(), key=lambda r: (r.started_at or dt.datetime.min, r.batch_id))
 
 
 def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
-    """Append the record's current state (started, then done): an append commits in a
-    fraction of a MERGE's time, and apply_records keeps the latest state per batch."""
+    """Append the record's current state: an append commits in a fraction of a MERGE's
+    time, and apply_records keeps the latest state per batch."""
     ddl = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
     spark.createDataFrame([record.as_row()], ddl).writeTo(applies_table(settings)).append()
 
@@ -171,44 +213,55 @@ def batch_events(
         if record.kind == "apply":
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
         read[rel] = df.select(*plan.params[rel], "op")
-    tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
-    counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
+    counts = _manifest_counts(spark, settings, plan, record)
+    if counts is None:
+        tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
+        counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
     events = {rel: df.localCheckpoint() for rel, df in read.items() if counts.get(rel)}
     return events, sum(counts.values())
 
 
+def _manifest_counts(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
+) -> dict[str, int] | None:
+    """The record's events per relation of the program, from the manifest (None where it
+    does not say: the batch's events are counted instead)."""
+    mine = set(record.ingest_batches)
+    batches = [b for b in committed_batches(spark, settings, record.epoch) if b.batch_id in mine]
+    if len(batches) != len(mine) or any(b.events is None for b in batches):
+        return None
+    return {rel: sum(b.events.get(rel, 0) for b in batches) for rel in plan.order}  # type: ignore[union-attr]
+
+
 # ---------------------------------------------------------------- apply
+
+
+def unapplied(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, taken: set[str]) -> list[Batch]:
+    """The committed ingest batches of `epoch` not in `taken` that have events of the
+    program's relations (a batch of other relations changes no map: nothing to apply)."""
+    return [b for b in committed_batches(spark, settings, epoch)
+            if b.batch_id not in taken and b.events_in(plan.order) != 0]
 
 
 def _new_record(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
     done: list[ApplyRecord], pin: int | None,
 ) -> ApplyRecord | None:
-    """A record of the source's ingest batches of `epoch` not taken yet (one Spark job
-    over every relation's events), or None when there are none."""
-    from pyspark.sql import functions as F
-
+    """A record of the source's committed ingest batches of `epoch` not taken yet (from
+    the manifest, cumulus.files: a batch is committed once its files are recorded, after
+    its events), or None when there are none."""
     taken = {b for r in done for b in r.ingest_batches}
-    events_snaps = {rel: current_snapshot_id(spark, events_table(settings, rel)) for rel in plan.order}
-    found = [
-        read_at(spark, events_table(settings, rel), snap)
-        .where((F.col("epoch") == epoch) & (F.col("source_id") == source_id))
-        .select("batch_id", "seq")
-        for rel, snap in events_snaps.items()
-        if snap is not None
-    ]
-    if not found:
-        return None
-    rows = union_all(found).groupBy("batch_id").agg(F.max("seq").alias("seq")).collect()
-    batches = {r["batch_id"]: r["seq"] for r in rows if r["batch_id"] not in taken}
+    batches = [b for b in unapplied(spark, settings, plan, epoch, taken) if b.source_id == source_id]
     if not batches:
         return None
+    # Read after the manifest: every snapshot holds the events of the batches found.
+    events_snaps = {rel: current_snapshot_id(spark, events_table(settings, rel)) for rel in plan.order}
     return ApplyRecord(
         batch_id=f"apply-{epoch}-{source_id}-{uuid.uuid4().hex[:12]}",
         kind="apply", epoch=epoch, source_id=source_id, status="started",
-        ingest_batches=sorted(batches), events_snapshots=events_snaps,
+        ingest_batches=sorted(b.batch_id for b in batches), events_snapshots=events_snaps,
         read_snapshot=pin if pin is not None else current_snapshot_id(spark, maps_table(settings)),
-        seq_max=max(batches.values()), started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
+        seq_max=max((b.seq_max or 0) for b in batches), started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
 
@@ -236,7 +289,7 @@ def write_deltas(
         else:
             version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
             rows = versioned(deltas, entries_columns(spark, settings), version)
-        props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch}
+        props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch, APPLY_RECORD: record.as_summary()}
         rows.writeTo(table).options(**write_options(props)).append()
         fault_point("apply.after-commit")
         mine = batch_commit(spark, settings, record.batch_id)
@@ -254,9 +307,9 @@ def apply_source(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
     pin: int | None = None,
 ) -> ApplyRecord | None:
-    """Apply the source's events of `epoch` not applied yet (resuming an interrupted
-    apply first). `pin` overrides the snapshot of maps.entries to read (tests of
-    concurrency and repair). Returns the record, or None when there was nothing to apply."""
+    """Apply the source's events of `epoch` not applied yet. `pin` overrides the snapshot
+    of maps.entries to read (tests of concurrency and repair). Returns the record, or
+    None when there was nothing to apply."""
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"apply epoch {epoch} source {source_id}"):
         everything = apply_records(spark, settings, epoch)
@@ -264,16 +317,10 @@ def apply_source(
             log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
             return None
         records = [r for r in everything if r.source_id == source_id and r.kind == "apply"]
-        started = [r for r in records if r.status == "started"]
-        if started:
-            record = started[0]
-            log.info("epoch %d source %d: resuming apply %s", epoch, source_id, record.batch_id)
-        else:
-            record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
-            if record is None:
-                log.info("epoch %d source %d: nothing to apply", epoch, source_id)
-                return None
-            save_record(spark, settings, record)
+        record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
+        if record is None:
+            log.info("epoch %d source %d: nothing to apply", epoch, source_id)
+            return None
         fault_point("apply.after-record")
         t0, meter = time.perf_counter(), StageMeter(spark)
         events, record.events = batch_events(spark, settings, plan, record)

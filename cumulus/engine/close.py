@@ -81,8 +81,7 @@ def _bring_up_to_date(
         rebuild = recompute_record(epoch, pending)
         save_record(spark, settings, rebuild)
         return choice, rebuild
-    resume = {r.source_id for r in records if r.kind == "apply" and r.status == "started"}
-    for source_id in sorted(resume | set(pending.sources)):
+    for source_id in pending.sources:
         apply_source(spark, settings, plan, epoch, source_id)
     return choice, None
 

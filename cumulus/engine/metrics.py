@@ -37,26 +37,35 @@ class IO:
 
 class StageMeter:
     """`meter = StageMeter(spark)` before a step; `meter.read()` after it. It looks at the
-    jobs started since, and their stages only (not every stage the application kept), so
-    a long-lived session meters a step at the cost of the step's own stages."""
+    jobs started since (job ids are consecutive), and their stages only (not every stage
+    the application kept), so a long-lived session meters a step at the cost of the
+    step's own stages. Arrays stay in the JVM (a py4j array costs a round trip per
+    element, and the status store keeps up to a thousand jobs)."""
 
     def __init__(self, spark: SparkSession):
         self._spark = spark
-        self._tracker = spark.sparkContext.statusTracker()
-        self._start_job = max(self._tracker.getJobIdsForGroup(), default=-1)
+        self._jvm = spark.sparkContext._jvm
+        self._tracker = spark.sparkContext._jsc.statusTracker()
+        self._start_job = self._last_job()
         self._start_stage = max(self._job_stages(self._start_job), default=-1)
+
+    def _last_job(self) -> int:
+        ids = self._tracker.getJobIdsForGroup(None)
+        return int(self._jvm.java.util.Arrays.stream(ids).max().orElse(-1))
 
     def _job_stages(self, job: int) -> list[int]:
         info = self._tracker.getJobInfo(job) if job >= 0 else None
-        return list(info.stageIds) if info else []
+        if info is None:
+            return []
+        text = self._jvm.java.util.Arrays.toString(info.stageIds())  # "[3, 4]"
+        return [int(s) for s in text.strip("[]").split(",") if s.strip()]
 
     def read(self) -> IO:
         from py4j.protocol import Py4JJavaError
 
         stage_ids: set[int] = set()
-        for job in self._tracker.getJobIdsForGroup():
-            if job > self._start_job:
-                stage_ids.update(s for s in self._job_stages(job) if s > self._start_stage)
+        for job in range(self._start_job + 1, self._last_job() + 1):
+            stage_ids.update(s for s in self._job_stages(job) if s > self._start_stage)
         store = self._spark.sparkContext._jsc.sc().statusStore()
         total = IO()
         for sid in sorted(stage_ids):

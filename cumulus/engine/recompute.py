@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
 from cumulus.store.maps import (
     COMPACTED_SOURCE,
@@ -38,7 +38,7 @@ from cumulus.store.maps import (
     maps_table,
     versioned,
 )
-from cumulus.store.tables import base_table, events_table
+from cumulus.store.tables import base_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,17 +64,13 @@ class Choice:
     reason: str
 
 
-def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int,
-                    taken: set[str]) -> Pending:
-    """Ingest batches of `epoch` not in `taken`, with their event counts (one Spark job)."""
-    from pyspark.sql import functions as F
-
-    frames = [spark.table(events_table(settings, rel)).where(F.col("epoch") == epoch).select("batch_id", "source_id")
-              for rel in plan.order]
-    found = union_all(frames).groupBy("batch_id", "source_id").count().collect() if frames else []
-    mine = [r for r in found if r["batch_id"] not in taken]
-    return Pending(sorted({r["batch_id"] for r in mine}), sum(r["count"] for r in mine),
-                   sorted({r["source_id"] for r in mine}))
+def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, taken: set[str]) -> Pending:
+    """The batches of `epoch` an apply would take (`apply.unapplied`), with their events
+    (from the manifest, cumulus.files)."""
+    mine = unapplied(spark, settings, plan, epoch, taken)
+    events = sum(b.rows_accepted if b.events is None else b.events_in(plan.order) or 0 for b in mine)
+    return Pending(sorted(b.batch_id for b in mine), events,
+                   sorted({b.source_id for b in mine}))
 
 
 def base_rows(spark: SparkSession, settings: Settings, plan: BatchPlan) -> int:

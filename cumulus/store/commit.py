@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cumulus.errors import StoreError
+from cumulus.errors import NoSuchTableError, StoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,19 +79,84 @@ def _thread_local(spark: SparkSession):
 def summaries_back(meta: Mapping[str, Any], snapshot_id: int | None = None) -> Iterator[Mapping[str, str]]:
     """The summaries (operation included) of a snapshot and its ancestors, newest first,
     from a table's metadata.json document; default: the current snapshot."""
+    for _, summary in ancestors(meta, snapshot_id):
+        yield summary
+
+
+def ancestors(meta: Mapping[str, Any], snapshot_id: int | None = None) -> Iterator[tuple[int, Mapping[str, str]]]:
+    """(snapshot id, summary) of a snapshot and its ancestors, newest first (default: the
+    current snapshot)."""
     by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
     snap = by_id.get(snapshot_id if snapshot_id is not None else meta.get("current-snapshot-id"))
     while snap is not None:
-        yield snap.get("summary", {})
+        yield snap["snapshot-id"], snap.get("summary", {})
         snap = by_id.get(snap.get("parent-snapshot-id"))
 
 
 def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
-    """The table's current Iceberg metadata (the metadata.json document) as a dict, read
-    through the session's catalog without a Spark job: a few py4j calls."""
-    jvm = spark.sparkContext._jvm
-    tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    return json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(tbl.operations().current()))
+    """The table's current Iceberg metadata (the metadata.json document) as a dict, without
+    a Spark job. A metadata file never changes once written, so each is parsed once per
+    process: with a SQLite catalog the current file's location is one query of the
+    catalog database and a file already seen costs nothing more (a step asks for the same
+    tables' metadata many times); otherwise it is read through the session's catalog
+    (a few py4j calls)."""
+    location = _metadata_location(spark, table)
+    if location is None:
+        from py4j.protocol import Py4JJavaError
+
+        jvm = spark.sparkContext._jvm
+        try:
+            tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+        except Py4JJavaError as e:
+            if "NoSuchTableException" in str(e.java_exception.getClass().getName()):
+                raise NoSuchTableError(f"no table {table} in the catalog") from None
+            raise
+        return json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(tbl.operations().current()))
+    meta = _METADATA.get(location)
+    if meta is None:
+        meta = json.loads(Path(location.removeprefix("file:")).read_text())
+        if len(_METADATA) >= _METADATA_KEPT:
+            _METADATA.pop(next(iter(_METADATA)))
+        _METADATA[location] = meta
+    return meta
+
+
+_METADATA: dict[str, dict[str, Any]] = {}  # metadata file location -> its document (immutable)
+_METADATA_KEPT = 256
+
+
+def _metadata_location(spark: SparkSession, table: str) -> str | None:
+    """The location of `table`'s current metadata file, read from its catalog's database
+    when that is SQLite and the file is local (None otherwise: ask the catalog)."""
+    catalog, _, rest = table.partition(".")
+    namespace, _, name = rest.rpartition(".")
+    db = _sqlite_catalog_path(spark, catalog)
+    if db is None or not namespace:
+        return None
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+        row = con.execute(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+            (catalog, namespace, name),
+        ).fetchone()
+    if row is None:
+        raise NoSuchTableError(f"no table {table} in the catalog")
+    location = row[0]
+    return location if location.startswith(("file:", "/")) and not location.endswith(".gz.metadata.json") else None
+
+
+def _sqlite_catalog_path(spark: SparkSession, catalog: str) -> str | None:
+    """The SQLite file of a JDBC catalog of the session (None: not a SQLite JDBC catalog).
+    Asked of the session once per catalog."""
+    key = (id(spark), catalog)
+    if key not in _CATALOG_DB:
+        uri = spark.conf.get(f"spark.sql.catalog.{catalog}.uri", None) or ""
+        kind = spark.conf.get(f"spark.sql.catalog.{catalog}.type", None)
+        path = uri.removeprefix("jdbc:sqlite:").split("?", 1)[0] if kind == "jdbc" and uri.startswith("jdbc:sqlite:") else None
+        _CATALOG_DB[key] = path.removeprefix("file:") if path else None
+    return _CATALOG_DB[key]
+
+
+_CATALOG_DB: dict[tuple[int, str], str | None] = {}
 
 
 def total_records(meta: Mapping[str, Any]) -> int:

@@ -12,6 +12,7 @@ crashed before its manifest: its rows were removed; names no file).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,11 @@ class Batch:
     seq_min: int | None
     seq_max: int | None
     ingested_at: Any
+    events: dict[str, int] | None = None  # accepted rows per relation (None: not recorded)
+
+    def events_in(self, relations: Iterable[str]) -> int | None:
+        """The batch's events of these relations (None: the manifest does not say)."""
+        return None if self.events is None else sum(self.events.get(r, 0) for r in relations)
 
 
 def append_entries(
@@ -96,9 +102,14 @@ def taken(spark: SparkSession, settings: Settings, checksums: Iterable[str]) -> 
     return {r.checksum: r.asDict() for r in rows}
 
 
-def known_batch_ids(spark: SparkSession, settings: Settings) -> set[str]:
-    """Every batch the manifest knows, whatever its status."""
-    rows = spark.table(files_table(settings)).select("batch_id").distinct().collect()
+def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable[str]) -> set[str]:
+    """Those of `batch_ids` the manifest knows, whatever their status."""
+    from pyspark.sql import functions as F
+
+    wanted = sorted(set(batch_ids))
+    if not wanted:
+        return set()
+    rows = spark.table(files_table(settings)).where(F.col("batch_id").isin(wanted)).select("batch_id").distinct().collect()
     return {r.batch_id for r in rows}
 
 
@@ -147,9 +158,23 @@ def committed_batches(
                 seq_min=min(seq_mins) if seq_mins else None,
                 seq_max=max(seq_maxs) if seq_maxs else None,
                 ingested_at=rows[0]["ingested_at"],
+                events=_relation_events(rows),
             )
         )
     return sorted(batches, key=lambda b: (str(b.ingested_at), b.batch_id))
+
+
+def _relation_events(rows: list[dict]) -> dict[str, int] | None:
+    """Accepted rows per relation over a batch's manifest rows (their `relations` JSON)."""
+    events: dict[str, int] = {}
+    for row in rows:
+        if row["relations"] is None:
+            if row["rows_accepted"]:
+                return None
+            continue
+        for name, counts in json.loads(row["relations"]).items():
+            events[name] = events.get(name, 0) + int(counts.get("accepted", 0))
+    return events
 
 
 def epoch_counts(reader: Reader, settings: Settings, epoch: int) -> dict[str, int]:

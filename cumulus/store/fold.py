@@ -17,9 +17,12 @@ sum the rows as they are.
 
 Commit marks (snapshot summaries): `cumulus.folded-epoch = N` on every fold and
 compaction (a relation whose base table records N or later is skipped, so a retried close
-never folds twice; epochs left unfolded before N are folded together), and
-`cumulus.base-layer-rows`, the rows appended since the last compaction (0 on a
-compaction, and on a first fold into an empty table, which is compact by construction).
+never folds twice; epochs left unfolded before N are folded together);
+`cumulus.base-layer-rows`, the rows appended since the last compaction, on a compaction
+(0) and on a first fold into an empty table (0 when it is compact: every count
+positive); and on every later fold `cumulus.base-layer-rows-before`, the layer rows
+before it, to which its own `added-records` add (so a fold is one Spark job, its write:
+nothing is counted before it).
 A relation whose events cancel out (or that has none) is not touched. Only sealed epochs
 can be folded: an open epoch still takes input.
 """
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cumulus.fold")
 LAYER_ROWS = "cumulus.base-layer-rows"  # rows appended by folds since the last compaction
+LAYERS_BEFORE = "cumulus.base-layer-rows-before"  # on a fold: LAYER_ROWS before its own rows
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ def layers_in(meta: Mapping, snapshot_id: int | None = None) -> Layers:
     is compact."""
     layer_rows: int | None = None
     for summary in commit.summaries_back(meta, snapshot_id):
+        if LAYERS_BEFORE in summary and layer_rows is None:
+            layer_rows = int(summary[LAYERS_BEFORE]) + int(summary.get("added-records", 0))
         if LAYER_ROWS in summary:
             if layer_rows is None:
                 layer_rows = int(summary[LAYER_ROWS])
@@ -182,27 +188,30 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
         .groupBy(*[F.col(f"`{k}`") for k in keys])
         .agg(F.sum(F.col("op").cast("bigint")).alias("mult"))
         .where(F.col("mult") != 0)
-        .persist()
     )
-    stats = delta.agg(F.count(F.lit(1)).alias("n"), F.min("mult").alias("low")).first()
-    changed = int(stats["n"])
-    if changed == 0:  # no net change: nothing to append
-        delta.unpersist()
-        log.info("base.%s: no net change in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
-        return FoldResult(rel.name, False, done + 1, epoch, 0, None)
     meta = commit.table_metadata(spark, target)
-    empty = commit.total_records(meta) == 0
-    # Into an empty table, a fold of positive counts (one row per tuple) is compact.
-    layer_rows = 0 if empty and stats["low"] > 0 else layers_in(meta).rows + changed
-    props = {commit.FOLDED_EPOCH: epoch, LAYER_ROWS: layer_rows}
+    props: dict[str, object] = {commit.FOLDED_EPOCH: epoch}
+    if commit.total_records(meta) == 0:
+        # Into an empty table, a fold of positive counts (one row per tuple) is compact:
+        # counted first, once (the initial load).
+        delta = delta.persist()
+        stats = delta.agg(F.count(F.lit(1)).alias("n"), F.min("mult").alias("low")).first()
+        if int(stats["n"]) == 0:  # no net change: nothing to append
+            delta.unpersist()
+            log.info("base.%s: no net change in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
+            return FoldResult(rel.name, False, done + 1, epoch, 0, None)
+        props[LAYER_ROWS] = 0 if stats["low"] > 0 else int(stats["n"])
+    else:
+        props[LAYERS_BEFORE] = layers_in(meta).rows
     delta.writeTo(target).options(**commit.write_options(props)).append()
     delta.unpersist()
-    marked = [s.snapshot_id for s in commit.snapshots(spark, target) if s.summary.get(commit.FOLDED_EPOCH) == str(epoch)]
+    marked = [s for s in commit.snapshots(spark, target) if s.summary.get(commit.FOLDED_EPOCH) == str(epoch)]
+    changed = int(marked[-1].summary.get("added-records", 0)) if marked else 0
     log.info(
         "base.%s: folded epochs %d..%d, %d tuples changed, %d layer rows (%.1f s)",
-        rel.name, done + 1, epoch, changed, layer_rows, time.perf_counter() - started,
+        rel.name, done + 1, epoch, changed, layers(spark, target).rows, time.perf_counter() - started,
     )
-    return FoldResult(rel.name, True, done + 1, epoch, changed, marked[-1] if marked else None)
+    return FoldResult(rel.name, True, done + 1, epoch, changed, marked[-1].snapshot_id if marked else None)
 
 
 def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: float | None = None) -> int:

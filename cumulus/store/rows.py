@@ -1,11 +1,20 @@
-"""Reading the small metadata tables (ledger, files, quarantine) from either a
-SparkSession or a PyIceberg catalog: the CLI's read-only commands use PyIceberg (no JVM,
-about 3 s), the pipeline's jobs use their Spark session."""
+"""Reading the small metadata tables (ledger, applies, files, views, quarantine) from
+either a SparkSession or a PyIceberg catalog: the CLI's read-only commands use PyIceberg
+(no JVM, about 3 s), the pipeline's jobs use their Spark session.
+
+A step asks for the same rows several times (the close reads the ledger and the applies
+before and after its writes), and a warm engine asks every epoch. Through Spark, the
+rows read are kept per table, filter and snapshot: the same snapshot again costs no
+Spark job, a snapshot reached from the kept one by appends only (these tables are
+append-only between compactions) reads just the appended files, and a table without a
+snapshot reads nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from cumulus.store import commit
 
 Reader = Any  # a pyspark.sql.SparkSession or a pyiceberg Catalog
 
@@ -19,12 +28,7 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
     equal the values of `where` (None matches NULL), as dicts."""
     where = dict(where or {})
     if is_spark(reader):
-        from pyspark.sql import functions as F
-
-        df = reader.table(table)
-        for column, value in where.items():
-            df = df.where(F.col(column).isNull() if value is None else F.col(column) == value)
-        return [row.asDict() for row in df.collect()]
+        return _spark_rows(reader, table, where)
 
     from pyiceberg.expressions import AlwaysTrue, And, EqualTo, IsNull
 
@@ -35,3 +39,48 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
     identifier = table.split(".", 1)[1]  # PyIceberg names drop the catalog
     tbl = reader.load_table(identifier)
     return tbl.scan(row_filter=expr).to_arrow().to_pylist()
+
+
+_KEPT: dict[tuple, tuple[int, list[dict]]] = {}  # (table uuid, schema, table, filter) -> (snapshot, rows)
+_KEPT_ROWS = 100_000  # rows kept per (table, filter) at most
+_KEPT_KEYS = 256  # (table, filter) pairs kept, the least recently read dropped first
+
+
+def _spark_rows(spark: Any, table: str, where: Mapping[str, Any]) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    meta = commit.table_metadata(spark, table)
+    current = meta.get("current-snapshot-id")
+    if current in (None, -1):
+        return []
+    key = (meta.get("table-uuid"), meta.get("current-schema-id"), table, tuple(sorted(where.items())))
+    kept = _KEPT.get(key)
+    reader = spark.read.format("iceberg")
+    if kept is not None and kept[0] == current:
+        return [dict(r) for r in kept[1]]
+    if kept is not None and _appended_since(meta, kept[0]):
+        reader = reader.option("start-snapshot-id", kept[0]).option("end-snapshot-id", current)
+        rows = list(kept[1])
+    else:  # pinned: the rows kept are those of `current`, whatever commits meanwhile
+        reader, rows = reader.option("snapshot-id", current), []
+    df = reader.load(table)
+    for column, value in where.items():
+        df = df.where(F.col(column).isNull() if value is None else F.col(column) == value)
+    rows += [row.asDict() for row in df.collect()]
+    if len(rows) <= _KEPT_ROWS:
+        _KEPT.pop(key, None)
+        if len(_KEPT) >= _KEPT_KEYS:
+            _KEPT.pop(next(iter(_KEPT)))
+        _KEPT[key] = (current, rows)
+    return [dict(r) for r in rows]
+
+
+def _appended_since(meta: Mapping[str, Any], snapshot_id: int) -> bool:
+    """Whether the current snapshot descends from `snapshot_id` by appends only."""
+    for summary_id, summary in commit.ancestors(meta):
+        if summary_id == snapshot_id:
+            return True
+        if summary.get("operation") != "append":
+            return False
+    return False
+

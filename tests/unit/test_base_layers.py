@@ -4,7 +4,7 @@ maintenance's unmarked file rewrites."""
 
 from __future__ import annotations
 
-from cumulus.store.fold import LAYER_ROWS, Layers, layers_in
+from cumulus.store.fold import LAYER_ROWS, LAYERS_BEFORE, Layers, layers_in
 
 
 def _meta(*snaps: tuple[int, int | None, dict], current: int | None = None) -> dict:
@@ -36,6 +36,25 @@ def test_layers_count_from_the_last_compaction_and_a_tag_reads_its_own_ancestry(
     assert layers_in(compacted) == Layers(3, 104)
     assert layers_in(compacted, 5) == Layers(0, 104)
     assert layers_in(compacted, 3) == Layers(12, 100)  # the old tag still sees its layers
+
+
+def test_a_fold_adds_its_own_rows_to_the_layers_before_it():
+    meta = _meta(
+        (1, None, {LAYER_ROWS: "0", "total-records": "100"}),  # the initial load, compact
+        (2, 1, {LAYERS_BEFORE: "0", "added-records": "7", "total-records": "107"}),
+        (3, 2, {LAYERS_BEFORE: "7", "added-records": "5", "total-records": "112"}),
+        (4, 3, {"operation": "replace", "total-records": "112"}),
+        (5, 4, {LAYER_ROWS: "0", "total-records": "104"}),  # a compaction
+        (6, 5, {LAYERS_BEFORE: "0", "added-records": "2", "total-records": "106"}),
+        (7, 6, {LAYERS_BEFORE: "2", "total-records": "106"}),  # a fold of no net change
+    )
+    assert layers_in(meta, 3) == Layers(12, 100)
+    assert layers_in(meta, 4) == Layers(12, 100)
+    assert layers_in(meta, 5) == Layers(0, 104)
+    assert layers_in(meta) == Layers(2, 104)
+    first_with_deletes = _meta((1, None, {LAYER_ROWS: "9", "total-records": "9"}),
+                               (2, 1, {LAYERS_BEFORE: "9", "added-records": "1", "total-records": "10"}))
+    assert layers_in(first_with_deletes) == Layers(10, 0)
 
 
 def test_a_snapshot_outside_the_metadata_reads_as_compact():
