@@ -1,5 +1,8 @@
 """Printing result rows for people and programs: an aligned table, CSV with a header
-(dates as ISO text, decimals exact, NULL as empty), or JSON lines."""
+(dates as ISO text, decimals exact, NULL as empty), or JSON lines: one object per row,
+decimals as exact JSON numbers (their digits as stored, never through a float: read them
+with a decimal-aware parser, e.g. Python's `json.loads(line, parse_float=Decimal)`),
+dates and timestamps as ISO 8601 strings, NULL as null."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
@@ -41,13 +45,7 @@ def render(columns: Sequence[str], rows: Iterable[Sequence], fmt: str = "csv") -
         writer.writerows([[text(v) for v in r] for r in rows])
         return buf.getvalue()
     if fmt == "json":
-        def plain(v):
-            if isinstance(v, Decimal):
-                return int(v) if v == v.to_integral_value() and v.as_tuple().exponent >= 0 else float(v)
-            if isinstance(v, (dt.date, dt.datetime)):
-                return text(v)
-            return v
-        return "".join(json.dumps(dict(zip(columns, map(plain, r), strict=True))) + "\n" for r in rows)
+        return "".join(json_line(columns, r) + "\n" for r in rows)
     if fmt == "table":
         cells = [[text(v) if v is not None else "NULL" for v in r] for r in rows]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
@@ -59,3 +57,23 @@ def render(columns: Sequence[str], rows: Iterable[Sequence], fmt: str = "csv") -
         out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
         return "\n".join(out) + "\n"
     raise ValueError(f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
+
+
+def json_value(value) -> str:
+    """One value as JSON text: a finite decimal as an exact number, a date or timestamp as
+    an ISO 8601 string (naive timestamps are UTC in Cumulus)."""
+    if isinstance(value, Decimal):
+        return format(value, "f") if value.is_finite() else "null"
+    if isinstance(value, dt.datetime):
+        return json.dumps(value.isoformat())
+    if isinstance(value, dt.date):
+        return json.dumps(value.isoformat())
+    if isinstance(value, float) and not math.isfinite(value):
+        return "null"  # JSON has no NaN or infinity
+    return json.dumps(value, default=str)
+
+
+def json_line(columns: Sequence[str], row: Sequence) -> str:
+    """A row as one JSON object (see `json_value`)."""
+    fields = (f"{json.dumps(c)}: {json_value(v)}" for c, v in zip(columns, row, strict=True))
+    return "{" + ", ".join(fields) + "}"

@@ -9,6 +9,7 @@ import pytest
 
 from cumulus.errors import NoSuchTableError
 from cumulus.store import commit
+from cumulus.store.catalog import pyiceberg_catalog
 from cumulus.store.rows import read_rows
 
 pytestmark = pytest.mark.spark
@@ -66,5 +67,7 @@ def test_metadata_is_parsed_once_per_file_and_a_missing_table_is_named(spark, se
     second = commit.table_metadata(spark, table)
     assert second["current-snapshot-id"] != first["current-snapshot-id"]
     assert len(second["snapshots"]) == 2
+    jvm_free = commit.table_metadata(pyiceberg_catalog(settings), table)  # the same document, no JVM
+    assert (jvm_free["current-snapshot-id"], len(jvm_free["snapshots"])) == (second["current-snapshot-id"], 2)
     with pytest.raises(NoSuchTableError, match="rows_test.nothing"):
         commit.table_metadata(spark, f"{settings.catalog}.rows_test.nothing")
