@@ -92,6 +92,8 @@ class ApplyRecord:
         values = dict(row)
         for key in ("ingest_batches", "events_snapshots"):
             values[key] = json.loads(values[key] or ("[]" if key == "ingest_batches" else "{}"))
+        for key in ("started_at", "finished_at"):  # Spark reads naive UTC, PyIceberg aware
+            values[key] = _utc(values[key])
         return cls(**values)
 
     def headline(self) -> str:
@@ -117,7 +119,7 @@ class ApplyRecord:
         started = values.pop("started_at", None)
         return cls(
             batch_id=snap.summary[APPLY_BATCH], status="done", **{k: values[k] for k in SUMMARY_FIELDS},
-            started_at=dt.datetime.fromisoformat(started).replace(tzinfo=None) if started else None,
+            started_at=_utc(dt.datetime.fromisoformat(started)) if started else None,
             written_snapshot=snap.snapshot_id, deltas=int(snap.summary.get("added-records", 0)),
             maps_written=int(snap.summary.get("changed-partition-count", 0)),
         )
@@ -128,6 +130,13 @@ SUMMARY_FIELDS = ("kind", "epoch", "source_id", "ingest_batches", "events_snapsh
 
 def _iso(at: dt.datetime | None) -> str | None:
     return at.isoformat() if at is not None else None
+
+
+def _utc(at: dt.datetime | None) -> dt.datetime | None:
+    """A timestamp as naive UTC (how Spark reads the applies table's)."""
+    if at is None or at.tzinfo is None:
+        return at
+    return at.astimezone(dt.UTC).replace(tzinfo=None)
 
 
 def applies_table(settings: Settings) -> str:
