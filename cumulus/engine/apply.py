@@ -259,7 +259,7 @@ def _new_record(
     """A record of the source's committed ingest batches of `epoch` not taken yet (from
     the manifest, cumulus.files: a batch is committed once its files are recorded, after
     its events), or None when there are none."""
-    taken = {b for r in done for b in r.ingest_batches}
+    taken = {b for r in done if r.status == "done" for b in r.ingest_batches}  # an unfinished apply took nothing
     batches = [b for b in unapplied(spark, settings, plan, epoch, taken) if b.source_id == source_id]
     if not batches:
         return None

@@ -72,7 +72,7 @@ def _bring_up_to_date(
     rebuild = next((r for r in records if r.kind == RECOMPUTE), None)
     if rebuild is not None:
         return Choice(RECOMPUTE, "chosen before an interrupted close (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
-    taken = {b for r in records if r.kind == "apply" for b in r.ingest_batches}
+    taken = {b for r in records if r.kind == "apply" and r.status == "done" for b in r.ingest_batches}
     pending = pending_batches(spark, settings, plan, epoch, taken)
     rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
     choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
