@@ -64,9 +64,7 @@ def json_value(value) -> str:
     an ISO 8601 string (naive timestamps are UTC in Cumulus)."""
     if isinstance(value, Decimal):
         return format(value, "f") if value.is_finite() else "null"
-    if isinstance(value, dt.datetime):
-        return json.dumps(value.isoformat())
-    if isinstance(value, dt.date):
+    if isinstance(value, dt.date):  # a datetime too
         return json.dumps(value.isoformat())
     if isinstance(value, float) and not math.isfinite(value):
         return "null"  # JSON has no NaN or infinity

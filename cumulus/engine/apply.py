@@ -245,6 +245,12 @@ def _manifest_counts(
 # ---------------------------------------------------------------- apply
 
 
+def taken_batches(records: list[ApplyRecord]) -> set[str]:
+    """The ingest batches the finished applies among `records` took (an unfinished one,
+    without its commit, took nothing)."""
+    return {b for r in records if r.kind == "apply" and r.status == "done" for b in r.ingest_batches}
+
+
 def unapplied(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, taken: set[str]) -> list[Batch]:
     """The committed ingest batches of `epoch` not in `taken` that have events of the
     program's relations (a batch of other relations changes no map: nothing to apply)."""
@@ -259,8 +265,7 @@ def _new_record(
     """A record of the source's committed ingest batches of `epoch` not taken yet (from
     the manifest, cumulus.files: a batch is committed once its files are recorded, after
     its events), or None when there are none."""
-    taken = {b for r in done if r.status == "done" for b in r.ingest_batches}  # an unfinished apply took nothing
-    batches = [b for b in unapplied(spark, settings, plan, epoch, taken) if b.source_id == source_id]
+    batches = [b for b in unapplied(spark, settings, plan, epoch, taken_batches(done)) if b.source_id == source_id]
     if not batches:
         return None
     # Read after the manifest: every snapshot holds the events of the batches found.

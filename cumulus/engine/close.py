@@ -25,6 +25,7 @@ from cumulus.engine.apply import (
     apply_source,
     ensure_applies_table,
     save_record,
+    taken_batches,
 )
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
@@ -72,8 +73,7 @@ def _bring_up_to_date(
     rebuild = next((r for r in records if r.kind == RECOMPUTE), None)
     if rebuild is not None:
         return Choice(RECOMPUTE, "chosen before an interrupted close (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
-    taken = {b for r in records if r.kind == "apply" and r.status == "done" for b in r.ingest_batches}
-    pending = pending_batches(spark, settings, plan, epoch, taken)
+    pending = pending_batches(spark, settings, plan, epoch, taken_batches(records))
     rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
     choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
     log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)

@@ -95,11 +95,11 @@ def ancestors(meta: Mapping[str, Any], snapshot_id: int | None = None) -> Iterat
 
 def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     """The table's current Iceberg metadata (the metadata.json document) as a dict, without
-    a Spark job (`spark` may also be a PyIceberg catalog). A metadata file never changes once written, so each is parsed once per
-    process: with a SQLite catalog the current file's location is one query of the
-    catalog database and a file already seen costs nothing more (a step asks for the same
-    tables' metadata many times); otherwise it is read through the session's catalog
-    (a few py4j calls)."""
+    a Spark job (`spark` may also be a PyIceberg catalog). A metadata file never changes
+    once written, so each is parsed once per process: with a SQLite catalog the current
+    file's location is one query of the catalog database and a file already seen costs
+    nothing more (a step asks for the same tables' metadata many times); otherwise it is
+    read through the session's catalog (a few py4j calls)."""
     if not hasattr(spark, "sparkContext"):  # a PyIceberg catalog (the JVM-free readers)
         from pyiceberg.exceptions import NoSuchTableError as Missing
 
