@@ -152,6 +152,19 @@ def ledger(env: AirflowEnv) -> dict:
     return {r.epoch: r for r in ledger_rows(pyiceberg_catalog(settings), settings)}
 
 
+def assert_landing_taken(env: AirflowEnv, epoch: int) -> None:
+    """Every file landed for `epoch`, of every source, has been taken by ingestion (the
+    close seals the epoch: a file not taken by then is late, for the next epoch)."""
+    from cumulus.pipeline.config import load_pipeline_config
+    from cumulus.pipeline.epochs import plan_epoch
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    settings = settings_of(env)
+    plan = plan_epoch(pyiceberg_catalog(settings), settings, load_pipeline_config(env.home), epoch)
+    untaken = {s.source: s.untaken for s in plan.sources if s.untaken}
+    assert not untaken, f"epoch {epoch}: files not taken yet: {untaken}"
+
+
 def _typed(text: str, col):
     if col.type == "int":
         return int(text)
