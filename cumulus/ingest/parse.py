@@ -1,9 +1,9 @@
 """The parse stage of the ingest job: units of input files become Spark DataFrames, parsed
 in parallel by Python tasks (`mapInArrow`, one unit per task), one DataFrame per relation
 (narrow: only that relation's columns) plus one for rows that name no relation of the
-schema. A file of valid inserts in CSV, static DBToaster or Parquet is converted by
-Arrow in one go (fastpath.py); everything else, and every file with a doubt, row by row
-(formats.py).
+schema. Valid inserts in CSV, static DBToaster or Parquet files are converted by Arrow,
+a chunk at a time (fastpath.py); everything else, and every chunk with a doubt, row by
+row (formats.py).
 
 Columns: the working columns (`__unit`, `__pos`, `__file`, `__line`, `__relation`,
 `__op`, `__reason`, `__detail`, `__raw`), then the relation's columns under their own
@@ -16,8 +16,10 @@ are only scanned for their event-order numbers).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from cumulus.ingest.fastpath import CHUNK_BYTES, Leave, fast_segments
 from cumulus.ingest.formats import Codec, Record, codecs, dbtoaster_orders, read_file
 from cumulus.ingest.plan import Unit
 from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, Column, Relation, Schema
@@ -144,36 +146,58 @@ def units_for(units: list[Unit], only: str | None) -> list[Unit]:
     return [u for u in units if any(f.relation is None or f.relation == only for f in u.files)]
 
 
+def unit_batches(
+    unit: Unit, schema: Schema, codec_map: dict[str, Codec], only: str | None, target: pa.Schema,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of one relation's records in a unit (`only`; None: the rows
+    that name no relation of the schema): the fast path's, and the row readers' for the
+    rows it leaves."""
+    relation = schema.relation(only) if only is not None else None
+    fast = None
+    if relation is not None and unit.files[0].relation == only:
+        fast = fast_segments(unit, codec_map[only], target, chunk_bytes)
+    if fast is None:
+        yield from _row_batches(unit, unit_records(unit, schema, codec_map, only), codec_map, only, relation, target)
+        return
+    for segment in fast:
+        if not isinstance(segment, Leave):
+            yield segment
+        elif segment.part is None:  # the rest of the file
+            rest = (it for it in unit_records(unit, schema, codec_map, only) if it[1] >= segment.start)
+            yield from _row_batches(unit, rest, codec_map, only, relation, target)
+        else:  # the rows of one chunk, copied to a part file
+            part = replace(unit, files=(replace(unit.files[0], path=str(segment.part)),))
+            shifted = ((f, segment.start + pos, rec._replace(line=rec.line + segment.line_shift))
+                       for f, pos, rec in unit_records(part, schema, codec_map, only))
+            yield from _row_batches(unit, shifted, codec_map, only, relation, target)
+
+
+def _row_batches(unit: Unit, items, codec_map, only: str | None, relation: Relation | None, target) -> Iterator:
+    buf: list[tuple[int, int, Record]] = []
+    for item in items:
+        rel = item[2].relation
+        mine = rel == only if only is not None else rel not in codec_map
+        if not mine or (item[2].values is None and item[2].reason is None):
+            continue
+        buf.append(item)
+        if len(buf) >= BATCH_ROWS:
+            yield to_batch(unit.index, buf, relation, target)
+            buf = []
+    if buf:
+        yield to_batch(unit.index, buf, relation, target)
+
+
 def make_parser(units: list[Unit], schema: Schema, only: str | None):
     """The mapInArrow function of one relation's pass (`only`; None: the rows that name
     no relation of the schema): reads unit numbers, yields that relation's records."""
 
     def parse(batches):
-        from cumulus.ingest.fastpath import fast_batches
-
         codec_map = codecs(schema)
-        relation = schema.relation(only) if only is not None else None
-        target = arrow_schema(relation)
+        target = arrow_schema(schema.relation(only) if only is not None else None)
         for batch in batches:
             for number in batch.column(0).to_pylist():
-                unit = units[number]
-                if relation is not None and unit.files[0].relation == only:
-                    fast = fast_batches(unit, codec_map[only], target)
-                    if fast is not None:
-                        yield from fast
-                        continue
-                buf: list[tuple[int, int, Record]] = []
-                for item in unit_records(unit, schema, codec_map, only):
-                    rel = item[2].relation
-                    mine = rel == only if only is not None else rel not in codec_map
-                    if not mine or (item[2].values is None and item[2].reason is None):
-                        continue
-                    buf.append(item)
-                    if len(buf) >= BATCH_ROWS:
-                        yield to_batch(unit.index, buf, relation, target)
-                        buf = []
-                if buf:
-                    yield to_batch(unit.index, buf, relation, target)
+                yield from unit_batches(units[number], schema, codec_map, only, target)
 
     return parse
 

@@ -12,26 +12,34 @@ import pyarrow.parquet as pq
 import pytest
 from ingestkit import SHOP, TPCH, write
 
-from cumulus.ingest.fastpath import fast_batches
+from cumulus.ingest import fastpath
+from cumulus.ingest.fastpath import CHUNK_BYTES, Leave, fast_segments
 from cumulus.ingest.formats import codecs
-from cumulus.ingest.parse import arrow_schema, to_batch, unit_records
+from cumulus.ingest.parse import arrow_schema, to_batch, unit_batches, unit_records
 from cumulus.ingest.plan import make_units, plan_files
 from cumulus.schema import load_schema
 
 TPCHGEN = Path(sys.executable).parent / "tpchgen-cli"
 
 
-def both(paths, schema):
-    """(fast, slow) tables per unit; fast is None where the fast path declines."""
+def both(paths, schema, chunk_bytes: int = CHUNK_BYTES):
+    """Per unit: (what the fast path made of each chunk, None where it declines the whole
+    file; the unit's records through the parse stage, fast path first; the row path's).
+    Kinds: "fast" (a batch it converted), "part" (a chunk it left to the row path),
+    "rest" (the rest of the file left to the row path)."""
     cm = codecs(schema)
     _, units = make_units(plan_files([Path(p) for p in paths], None, None, schema))
     out = []
     for unit in units:
         relation = schema.relation(unit.files[0].relation)
         target = arrow_schema(relation)
-        fast = fast_batches(unit, cm[relation.name], target)
+        segments = fast_segments(unit, cm[relation.name], target, chunk_bytes)
+        kinds = None if segments is None else [
+            "fast" if not isinstance(s, Leave) else ("rest" if s.part is None else "part") for s in segments
+        ]
+        parsed = pa.Table.from_batches(list(unit_batches(unit, schema, cm, relation.name, target, chunk_bytes)), schema=target)
         slow = pa.Table.from_batches([to_batch(unit.index, list(unit_records(unit, schema, cm)), relation, target)])
-        out.append((None if fast is None else pa.Table.from_batches(fast, schema=target), slow))
+        out.append((kinds, parsed, slow))
     return out
 
 
@@ -43,8 +51,8 @@ def test_tpchgen_files_take_the_fast_path_with_the_same_result(tmp_path, kind):
     )
     pairs = both([tmp_path], load_schema(TPCH))
     assert len(pairs) == 14
-    for fast, slow in pairs:
-        assert fast is not None and fast.equals(slow)
+    for kinds, parsed, slow in pairs:
+        assert kinds and set(kinds) == {"fast"} and parsed.equals(slow)
 
 
 def test_edge_values_are_read_alike(tmp_path):
@@ -63,8 +71,8 @@ def test_edge_values_are_read_alike(tmp_path):
     )
     pairs = both([tmp_path], schema)
     assert len(pairs) == 3
-    for fast, slow in pairs:
-        assert fast is not None and fast.equals(slow)
+    for kinds, parsed, slow in pairs:
+        assert kinds and set(kinds) == {"fast"} and parsed.equals(slow)
 
 
 @pytest.mark.parametrize(
@@ -82,5 +90,48 @@ def test_edge_values_are_read_alike(tmp_path):
 )
 def test_the_fast_path_declines_what_only_the_row_path_may_judge(tmp_path, text):
     write(tmp_path / "orders.csv", text)
-    [(fast, _)] = both([tmp_path], load_schema(SHOP))
-    assert fast is None
+    [(kinds, parsed, slow)] = both([tmp_path], load_schema(SHOP))
+    assert kinds is None or "fast" not in kinds
+    assert parsed.equals(slow)
+
+
+ROW = "{i},{c},{t},2024-01-{d:02d},note {i}\n"
+
+
+def _rows(first: int, n: int) -> str:
+    return "".join(ROW.format(i=i, c=i % 7, t=i % 100, d=1 + i % 28) for i in range(first, first + n))
+
+
+def test_a_large_file_streams_in_chunks_and_only_the_doubtful_ones_take_the_row_path(tmp_path):
+    """Chunks of a few rows (as 64 MiB chunks of a file of many GB): a chunk with a delete
+    or a value in doubt goes row by row and the next chunks are fast again; after a blank
+    line (positions would no longer be line numbers) the rest of the file goes row by row;
+    the records, their positions and line numbers are the row path's throughout."""
+    text = (
+        "o_id,o_cust,o_total,o_date,o_note,op\n" + _rows(0, 40).replace("\n", ",+\n")
+        + "40,1,2,2024-01-01,x,-\n" + _rows(41, 30).replace("\n", ",+\n")
+        + '71,1,2,2024-01-01,"\\N",+\n' + _rows(72, 30).replace("\n", ",+\n")
+        + "\n" + _rows(102, 20).replace("\n", ",+\n")
+    )
+    write(tmp_path / "orders.csv", text)
+    [(kinds, parsed, slow)] = both([tmp_path], load_schema(SHOP), chunk_bytes=400)
+    assert kinds.count("part") == 2 and kinds[-1] == "rest" and kinds.count("fast") >= 4, kinds
+    assert kinds.index("part") > 0 and "fast" in kinds[kinds.index("part") + 1:], kinds
+    assert parsed.equals(slow) and parsed.num_rows == 122
+
+
+def test_a_large_static_file_and_a_parquet_file_stream_alike(tmp_path, monkeypatch):
+    write(tmp_path / "items.tbl", "".join(f"{i}|{i % 5}|{i}.5|{'true' if i % 2 else '0'}|\n" for i in range(200))
+          + "200|1|x|true|\n" + "".join(f"{i}|2|1|0|\n" for i in range(201, 260)))
+    pq.write_table(
+        pa.table({"i_order": pa.array(range(300), pa.int32()), "i_qty": [i % 9 for i in range(300)],
+                  "i_price": [i / 4 for i in range(300)], "i_gift": [i % 3 == 0 for i in range(300)],
+                  "op": ["+"] * 150 + ["-"] + ["+"] * 149}),
+        tmp_path / "items.parquet",
+    )
+    monkeypatch.setattr(fastpath, "PARQUET_ROWS", 64)
+    pairs = both([tmp_path], load_schema(SHOP), chunk_bytes=300)
+    assert len(pairs) == 2
+    for kinds, parsed, slow in pairs:
+        assert kinds.count("part") == 1 and kinds.count("fast") >= 3 and "rest" not in kinds, kinds
+        assert parsed.equals(slow)
