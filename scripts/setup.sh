@@ -6,6 +6,8 @@
 #      of requirements.txt + pyproject.toml matches)
 #   3. .cache/jars/: the relocated Jackson jar Iceberg needs (built once, see
 #      docs/STACK.md) and links to every jar the Spark session puts on spark.jars
+#   4. web/node_modules: the scripts, styles and fonts of the reports (web/package.json,
+#      from the npm registry), so Data Docs render with no network
 # A second run takes a few seconds. Safe without a terminal (CI=true, no stdin).
 set -euo pipefail
 
@@ -37,6 +39,8 @@ java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
 # Headless Chromium: the Airflow UI test takes screenshots of the UI and the plugin page.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# npm: the reports' web assets (step 4).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v python3.11 >/dev/null 2>&1 || missing+=(python3)
 if ! command -v uv >/dev/null 2>&1 && ! python3.11 -m uv --version >/dev/null 2>&1 \
     && ! python3.11 -m pip --version >/dev/null 2>&1; then
@@ -135,4 +139,16 @@ EOF
     echo "$want" >"$shaded.inputs"
 fi
 
-say "done: jars in ${JARS#"$ROOT"/}, venv in .venv"
+# --- 4. web assets of the reports ----------------------------------------------------
+WEB="$ROOT/web"
+web_hash="$(sha256sum "$WEB/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$WEB/node_modules/.cumulus-web.sha256" ] && [ "$(cat "$WEB/node_modules/.cumulus-web.sha256")" = "$web_hash" ]; then
+    say "web assets: ok (web/package-lock.json unchanged)"
+else
+    say "installing the reports' web assets (npm ci in web/)"
+    npm ci --prefix "$WEB" --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null \
+        || die "npm ci in web/ failed (the reports need web/node_modules; see web/package.json)"
+    echo "$web_hash" >"$WEB/node_modules/.cumulus-web.sha256"
+fi
+
+say "done: jars in ${JARS#"$ROOT"/}, venv in .venv, web assets in web/node_modules"

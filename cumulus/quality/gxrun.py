@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cumulus.errors import QualityError
+from cumulus.quality.assets import make_offline
 from cumulus.quality.spec import SuiteSpec
 
 log = logging.getLogger("cumulus.quality")
@@ -141,11 +142,13 @@ class GxRun:
         return outcome
 
     def build_docs(self) -> Path:
-        """Write the Data Docs site; returns its index.html."""
+        """Write the Data Docs site, loading its scripts and styles from the deployment
+        (assets.py), not from CDNs; returns its index.html."""
         self.context.build_data_docs(site_names=[self.site_name])
         index = self.site_dir / "index.html"
         if not index.is_file():
             raise QualityError(f"GX did not write the Data Docs index {index}")
+        make_offline(self.site_dir)
         return index
 
 

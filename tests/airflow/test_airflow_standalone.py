@@ -25,10 +25,10 @@ from airflowkit import (
     DEMO_VIEWS,
     VENV_BIN,
     AirflowEnv,
-    Browser,
     free_port,
     make_stream,
 )
+from browserkit import Browser
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.slow]
 
