@@ -7,6 +7,8 @@ import argparse
 import importlib
 import sys
 
+from cumulus import __version__
+
 # Each module registers its subcommands; the handler is stored as `func` on the parser.
 COMMAND_MODULES = [
     "cumulus.commands.m3",
@@ -38,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="Cumulus home folder (catalog, warehouse, config); default $CUMULUS_HOME or ./.cumulus",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--debug", action="store_true", help="on an error, print its traceback too")
+    parser.add_argument("--version", action="version", version=f"cumulus {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from cumulus.engine.api import run_step
 
     args = build_parser().parse_args(argv)
-    return run_step(lambda: args.func(args), verbose=args.verbose)
+    return run_step(lambda: args.func(args), verbose=args.verbose, debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from cumulus.errors import ConfigError
+from cumulus.errors import ConfigError, NotAHomeError
 
 CONFIG_FILE = "cumulus.toml"
+HOME_MARKER = "schema.sql"  # written first by `cumulus init`: a folder with it is a home
 
 # Tables of cumulus.toml read by other modules, not Settings fields: [sources.NAME]
 # (cumulus/ingest/sources.py), [ingest] (cumulus/ingest/config.py) and [pipeline]
@@ -134,9 +135,25 @@ def load_settings(home: str | os.PathLike[str] | None = None, **overrides: Any) 
     return Settings(home=home_path, **values)
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings for a CLI command: the global --home option, then as load_settings."""
-    return load_settings(getattr(args, "home", None))
+def settings_from_args(args: argparse.Namespace, require_home: bool = True) -> Settings:
+    """Settings for a CLI command: the global --home option, then as load_settings; the
+    home must be initialized (NotAHomeError) unless the command makes one."""
+    settings = load_settings(getattr(args, "home", None))
+    if require_home:
+        check_home(settings)
+    return settings
+
+
+def check_home(settings: Settings) -> None:
+    """NotAHomeError unless settings.home is an initialized Cumulus home (it has the
+    schema.sql that `cumulus init` writes first). Checked before anything is opened, so a
+    read never creates a catalog in a folder that is not a home."""
+    if not (settings.home / HOME_MARKER).is_file():
+        what = "does not exist" if not settings.home.exists() else f"has no {HOME_MARKER}"
+        raise NotAHomeError(
+            f"{settings.home} is not a Cumulus home (it {what}): make one with "
+            f"`cumulus --home {settings.home} init --schema SCHEMA.sql`, or point --home or $CUMULUS_HOME at one"
+        )
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:

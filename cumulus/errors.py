@@ -4,6 +4,7 @@ where (file, line, column, relation, epoch) and, where it helps, what to do."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,34 @@ def mark(text: str, pos: Position | None, width: int = 1) -> str:
     return f"\n  {line}\n  {' ' * (pos.col - 1)}{'^' * max(1, width)}"
 
 
+class ExitCode(IntEnum):
+    """The exit status of every `cumulus` command and spark job (README: Exit codes). The
+    DAGs retry INFRASTRUCTURE and NOT_YET; the others are verdicts a retry cannot change."""
+
+    OK = 0
+    CHECKS_FAILED = 1  # validate: the epoch's data failed its checks
+    REFUSED = 2  # bad arguments or input: the request cannot succeed as given
+    NOT_A_HOME = 3  # --home is not an initialized Cumulus home
+    NOT_FOUND = 4  # no such view, map, epoch, source or table
+    INFRASTRUCTURE = 5  # Spark, Iceberg, the catalog, the file system, the warm engine
+    NOT_YET = 6  # an earlier epoch is not closed yet: the step runs once it is
+
+    @classmethod
+    def final(cls) -> tuple[int, ...]:
+        """The statuses a retry cannot change (the DAGs fail the task at once)."""
+        return tuple(int(c) for c in cls if c not in (cls.OK, cls.INFRASTRUCTURE, cls.NOT_YET))
+
+
 class CumulusError(Exception):
     """Base of every error Cumulus raises on purpose."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class NotFoundError(CumulusError):
+    """A view, map, epoch, source or table that does not exist (names what does)."""
+
+    exit_code = ExitCode.NOT_FOUND
 
 
 class PositionedError(CumulusError):
@@ -76,18 +103,34 @@ class ConfigError(CumulusError):
     """The Cumulus home or its configuration is missing or inconsistent."""
 
 
+class NotAHomeError(ConfigError):
+    """--home (or $CUMULUS_HOME) is not an initialized Cumulus home."""
+
+    exit_code = ExitCode.NOT_A_HOME
+
+
+class NoSuchSourceError(ConfigError, NotFoundError):
+    """A source the home does not declare."""
+
+
 class StoreError(CumulusError):
     """The Iceberg tables of a home are missing or inconsistent: not initialized, another
     schema, a lock not obtained in time, a ledger transition that is not allowed."""
 
 
-class NoSuchTableError(StoreError):
+class NoSuchTableError(StoreError, NotFoundError):
     """A table the catalog does not have (a home not initialized, a map table not made yet)."""
+
+
+class NoSuchEpochError(StoreError, NotFoundError):
+    """An epoch the ledger does not have."""
 
 
 class EpochOrderError(StoreError):
     """Epochs close in order: an epoch cannot be sealed or closed (nor run by the pipeline)
     while an earlier one is still open or sealed but not closed. Names the earlier epoch."""
+
+    exit_code = ExitCode.NOT_YET
 
 
 class IngestError(CumulusError):
@@ -119,8 +162,10 @@ class EngineError(CumulusError):
 class EngineUnavailable(EngineError):
     """The home's warm engine (cumulus engine serve) is not running or stopped answering."""
 
+    exit_code = ExitCode.INFRASTRUCTURE
 
-class ReadError(CumulusError):
+
+class ReadError(NotFoundError):
     """A read names an unknown map, view or epoch."""
 
 

@@ -99,6 +99,6 @@ with DAG(
     )
     validate = CumulusSparkJob(
         task_id="validate", job="validate", home=HOME, epoch=plan["epoch"], pool=CFG.pool,
-        trigger_rule=TriggerRule.NONE_FAILED, final_exit_codes=(1,),
+        trigger_rule=TriggerRule.NONE_FAILED,
     )
     groups >> close >> validate >> publish(HOME, plan["epoch"])

@@ -40,7 +40,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """One epoch's ledger row: state, times, counts, validation, and every metric."""
     from cumulus.engine.metrics import human_bytes
-    from cumulus.errors import CumulusError
+    from cumulus.errors import NoSuchEpochError
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
 
@@ -52,7 +52,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"cumulus: showing epoch {epoch} (the newest in the ledger)", file=sys.stderr, flush=True)
     row = ledger_row(catalog, settings, epoch)
     if row is None:
-        raise CumulusError(f"epoch {epoch} is not in the ledger (cumulus epoch status)")
+        raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (cumulus epoch status)")
     items = [(name, getattr(row, name)) for name in COLUMNS + ["validation_detail", "late_files"]]
     for key, value in sorted((row.metrics or {}).items()):
         shown = f"{value} ({human_bytes(value)})" if key.endswith("bytes_read") or key.endswith("bytes_written") else value

@@ -11,7 +11,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from cumulus.spark.session import spark_session
     from cumulus.store.home import init_home
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, require_home=False)
     spark = spark_session(settings, app_name="cumulus-init")
     result = init_home(spark, settings, args.schema)
     verb = "initialized" if result.created else "already initialized (same schema): checked"

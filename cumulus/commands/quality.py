@@ -38,7 +38,7 @@ def exit_status(outcome) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from cumulus.errors import QualityError
+    from cumulus.errors import NotFoundError
     from cumulus.quality.summary import read_summary, render_report, summary_from_ledger
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
@@ -49,13 +49,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if epoch is None:
         validated = [r.epoch for r in ledger_rows(catalog, settings) if r.validation]
         if not validated:
-            raise QualityError("no epoch has been validated yet (cumulus validate)")
+            raise NotFoundError("no epoch has been validated yet (cumulus validate)")
         epoch = max(validated)
     summary = read_summary(settings, epoch)
     if summary is None:
         row = ledger_row(catalog, settings, epoch)
         if row is None or not row.validation:
-            raise QualityError(f"epoch {epoch} has not been validated (cumulus validate --epoch {epoch})")
+            raise NotFoundError(f"epoch {epoch} has not been validated (cumulus validate --epoch {epoch})")
         summary = summary_from_ledger(settings, epoch, row)
     sys.stdout.write(render_report(summary, args.format))
     return 0

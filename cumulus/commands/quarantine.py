@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cumulus.config import settings_from_args
-from cumulus.errors import CumulusError
+from cumulus.errors import NotFoundError
 from cumulus.output import FORMATS, render
 
 
@@ -33,7 +33,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     row = get_row(pyiceberg_catalog(settings), settings, args.id)
     if row is None:
-        raise CumulusError(f"no quarantine row {args.id} (see `cumulus quarantine list`)")
+        raise NotFoundError(f"no quarantine row {args.id} (see `cumulus quarantine list`)")
     if args.format != "table":
         sys.stdout.write(render(list(row), [tuple(row.values())], args.format))
         return 0

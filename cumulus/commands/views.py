@@ -8,7 +8,7 @@ import sys
 
 from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
-from cumulus.errors import CumulusError
+from cumulus.errors import CumulusError, NotFoundError
 from cumulus.output import FORMATS, render
 
 
@@ -50,7 +50,7 @@ def cmd_view_show(args: argparse.Namespace) -> int:
     compiled = reader.compilation
     plan = compiled.views.get(args.name.lower())
     if plan is None:
-        raise CumulusError(f"unknown view {args.name} (views: {', '.join(compiled.views)})")
+        raise NotFoundError(f"unknown view {args.name} (views: {', '.join(compiled.views)})")
     print(f"-- view {plan.name}\n{plan.sql.strip()}\n")
     print(f"-- columns: {', '.join(plan.column_names)}")
     print(f"-- group count map: {plan.count.map}")
@@ -97,7 +97,7 @@ def cmd_read(args: argparse.Namespace) -> int:
         return 0
     info = reader.compilation.checked.maps.get(name)
     if info is None:
-        raise CumulusError(f"no view or map named {args.name}")
+        raise NotFoundError(f"no view or map named {args.name}")
     keys = [where.pop(k, None) for k in info.key_names]
     if where:
         raise CumulusError(f"map {name} has no key {', '.join(where)} (keys: {', '.join(info.key_names)})")

@@ -9,8 +9,8 @@ that keeps one Engine keeps its JVM warm and compiles the views once.
     epoch, metrics = engine.close()         # repair, fold, tag epoch-N, ledger, stable
     outcome = engine.validate(epoch)        # GX suites; published | failed-validation
 
-`run_step` runs a step as a command does: logging configured, a Cumulus error printed as
-one line (exit status 2), never a traceback."""
+`run_step` runs a step as a command does: logging configured, an error printed as one
+line with its exit status (errors.ExitCode), a traceback only when asked for."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cumulus.config import Settings, load_settings
-from cumulus.errors import CumulusError
+from cumulus.config import Settings, check_home, load_settings
+from cumulus.errors import CumulusError, ExitCode, NoSuchTableError, NotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,6 +62,7 @@ class Engine:
     def open(cls, home: str | Path | None = None, app_name: str = "cumulus") -> Engine:
         """The home's engine: the warm one if this process keeps one (keep_warm), else new."""
         settings = load_settings(home)
+        check_home(settings)
         return cls._warm.get(settings.home) or cls(settings, app_name=app_name)
 
     def keep_warm(self) -> Engine:
@@ -108,12 +109,12 @@ class Engine:
 
         try:
             state = table_metadata(self.spark, views_table(self.settings)).get("current-snapshot-id")
-        except Py4JJavaError:  # no view was ever added: the table does not exist
+        except (Py4JJavaError, NoSuchTableError):  # no view was ever added: the table does not exist
             state = None
         if self._compiled is None or state is None or self._compiled[0] != state:
             views = registered_views(self.spark, self.settings)
             if not views:
-                raise CumulusError("no view is registered (cumulus view add NAME VIEW.sql)")
+                raise NotFoundError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
             compilation = compile_registered(self.schema, views)
             self._compiled = (state, compilation, batch_plan(compilation))
         return self._compiled[1], self._compiled[2]
@@ -207,19 +208,43 @@ class Engine:
         return maintain(self.spark, self.settings, **options)
 
 
-def run_step(step: Callable[[], int | None], verbose: bool = False) -> int:
-    """Run a step as a command: INFO logs on stderr, a Cumulus error as one line and exit
-    status 2, a closed pipe as success."""
+def run_step(step: Callable[[], int | None], verbose: bool = False, debug: bool | None = None) -> int:
+    """Run a step as a command: INFO logs on stderr; an error as one line and its exit
+    status (errors.ExitCode: a Cumulus error's own, INFRASTRUCTURE for anything else);
+    the traceback only with `debug` (--debug, or $CUMULUS_DEBUG=1); a closed pipe is
+    success."""
+    import os
+    import traceback
+
+    debug = os.environ.get("CUMULUS_DEBUG") == "1" if debug is None else debug
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose or debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise
     try:
         return int(step() or 0)
-    except CumulusError as exc:
-        print(f"cumulus: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("cumulus: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every error ends as one line and a status
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, CumulusError):
+            print(f"cumulus: error: {exc}", file=sys.stderr)
+            return int(exc.exit_code)
+        hint = "" if debug else " (--debug shows the traceback)"
+        print(f"cumulus: error: {one_line(exc)}{hint}", file=sys.stderr)
+        return int(ExitCode.INFRASTRUCTURE)
+
+
+def one_line(exc: BaseException) -> str:
+    """An unexpected error (Spark, Iceberg, the file system) in one line: its type and the
+    first line of its message that says something (a Java error's own, not py4j's
+    "An error occurred while calling ...")."""
+    lines = [line.strip(" :\t") for line in str(exc).splitlines() if line.strip(" :\t")]
+    said = next((line for line in lines if not line.startswith(("An error occurred while calling", "at "))), "")
+    return f"{type(exc).__name__}: {said[:400]}" if said else type(exc).__name__

@@ -40,7 +40,7 @@ from cumulus.engine.recompute import (
     recompute_record,
 )
 from cumulus.engine.repair import repair_epoch
-from cumulus.errors import StoreError
+from cumulus.errors import NoSuchEpochError
 from cumulus.faults import fault_point
 from cumulus.store.commit import FOLDED_EPOCH
 from cumulus.store.fold import fold_epoch
@@ -94,7 +94,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     rows = ledger_rows(spark, settings)
     row = next((r for r in rows if r.epoch == epoch), None)
     if row is None:
-        raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {[r.epoch for r in rows]}; cumulus epoch status)")
+        raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (epochs: {[r.epoch for r in rows]}; cumulus epoch status)")
     latest = max((r for r in rows if r.state in DONE and r.snapshots), key=lambda r: r.epoch, default=None)
     if latest is not None:  # a crash between the ledger row and the branches: move them now
         with catalog_lock(settings, f"publish epoch {latest.epoch}"):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cumulus.config import CONFIG_FILE, Settings, read_toml
-from cumulus.errors import ConfigError
+from cumulus.errors import ConfigError, NoSuchSourceError
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 MAX_PRIORITY = 2**31 - 1
@@ -91,7 +91,7 @@ def get_source(settings: Settings, name: str) -> Source:
     sources = load_sources(settings)
     if name not in sources:
         known = ", ".join(sorted(sources)) or "none yet"
-        raise ConfigError(
+        raise NoSuchSourceError(
             f"unknown source {name!r} in {config_path(settings)} (declared: {known}); add it with "
             f"`cumulus --home {settings.home} source add {name} --priority N`"
         )

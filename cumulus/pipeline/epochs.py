@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cumulus.config import Settings
-from cumulus.errors import ConfigError, EpochOrderError, StoreError
+from cumulus.errors import ConfigError, EpochOrderError, NoSuchSourceError, StoreError
 from cumulus.pipeline.config import PipelineConfig
 
 OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = "open", "applied", "closed", "published", "failed-validation"
@@ -149,7 +149,7 @@ class EpochPlan:
         for s in self.sources:
             if s.source == name:
                 return s
-        raise ConfigError(f"unknown source {name!r} (sources: {', '.join(s.source for s in self.sources)})")
+        raise NoSuchSourceError(f"unknown source {name!r} (sources: {', '.join(s.source for s in self.sources)})")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,6 +31,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
+from cumulus.errors import ExitCode
 from cumulus.pipeline.jobs import JOBS, REPO, check_job, job_arguments
 
 
@@ -85,7 +86,8 @@ class CumulusSparkJob(SparkSubmitOperator):
     `mode` (ingest only): "epoch" takes the epoch's folder once it is ready, plus late
     folders of earlier epochs; "microbatch" takes whatever files of the open epoch's
     folder have landed. `final_exit_codes`: exit statuses that fail the task without
-    retries (validate exits 1 when the data failed validation: retrying cannot help).
+    retries (errors.ExitCode.final(): a verdict such as validate's 1, the data failed its
+    checks, or a refused input; a retry cannot change it).
     The task is skipped, without starting Spark, when there is nothing to do."""
 
     template_fields = (*SparkSubmitOperator.template_fields, "epoch", "source", "home")
@@ -99,7 +101,7 @@ class CumulusSparkJob(SparkSubmitOperator):
         source: Any = None,
         mode: str = "epoch",
         job_args: list[str] | None = None,
-        final_exit_codes: tuple[int, ...] = (),
+        final_exit_codes: tuple[int, ...] = ExitCode.final(),
         **kwargs: Any,
     ) -> None:
         check_job(job)

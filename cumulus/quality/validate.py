@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.errors import QualityError
+from cumulus.errors import NoSuchEpochError, QualityError
 from cumulus.quality.spec import SuiteSpec, load_suites
 from cumulus.quality.summary import (
     FAILED,
@@ -67,7 +67,7 @@ def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> 
     not closed. `reader`: a SparkSession or a PyIceberg catalog (no JVM)."""
     row = ledger_row(reader, settings, epoch)
     if row is None:
-        raise QualityError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
+        raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
     if row.state == PUBLISHED:
         summary = read_summary(settings, epoch) or summary_from_ledger(settings, epoch, row)
         say(f"epoch {epoch}: already published (validation {row.validation}); nothing to do")

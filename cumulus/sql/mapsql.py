@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cumulus.errors import ViewSQLError
+from cumulus.errors import NotFoundError, ViewSQLError
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.tables import MAPS, tag_name
@@ -71,7 +71,7 @@ def view_sql(
     plan = compilation.views.get(view_name)
     if plan is None:
         known = ", ".join(compilation.views) or "none"
-        raise ViewSQLError(f"unknown view {view_name} (views: {known})")
+        raise NotFoundError(f"unknown view {view_name} (views: {known})")
     tag = tag_of(version)
     if table is None:
         prefix = f"{quote(catalog)}." if catalog else ""

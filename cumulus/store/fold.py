@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.errors import StoreError
+from cumulus.errors import NoSuchEpochError, StoreError
 from cumulus.parallel import for_each
 from cumulus.schema import Relation
 from cumulus.store import commit
@@ -147,7 +147,7 @@ def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str,
     with catalog_lock(settings, f"fold epoch {epoch}"):
         row = ledger_row(spark, settings, epoch)
         if row is None:
-            raise StoreError(f"epoch {epoch} is not in the ledger")
+            raise NoSuchEpochError(f"epoch {epoch} is not in the ledger")
         if row.state == OPEN:
             raise StoreError(
                 f"epoch {epoch} is still open (taking input); seal it first "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
+from cumulus.config import HOME_MARKER, Settings
 from cumulus.errors import StoreError
 from cumulus.schema import Schema, load_schema, parse_schema
 from cumulus.store.ledger import open_first_epoch
@@ -26,7 +26,7 @@ from cumulus.store.tables import attach_catalog, check_relation_names, create_st
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SCHEMA_FILE = "schema.sql"
+SCHEMA_FILE = HOME_MARKER
 log = logging.getLogger("cumulus.init")
 
 

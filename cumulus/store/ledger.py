@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.errors import EpochOrderError, StoreError
+from cumulus.errors import EpochOrderError, NoSuchEpochError, StoreError
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
@@ -204,7 +204,7 @@ def transition(
         rows = {r.epoch: r for r in ordered}
         row = rows.get(epoch)
         if row is None:
-            raise StoreError(f"epoch {epoch} is not in the ledger (epochs: {sorted(rows)})")
+            raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (epochs: {sorted(rows)})")
         if state != row.state and state not in NEXT_STATES[row.state]:
             allowed = ", ".join(NEXT_STATES[row.state]) or "none"
             raise StoreError(

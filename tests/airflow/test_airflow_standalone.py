@@ -181,7 +181,7 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     assert {v["name"]: v["stable_epoch"] for v in status["views"]} == dict.fromkeys(DEMO_VIEWS, 1)
 
     shots = ARTIFACTS / "airflow"
-    browser = Browser(root / "chromium")
+    browser = Browser(root / "chromium", offline=True)  # no host resolves but loopback
     try:
         browser.set_cookie("_token", api.token, api.base)
         text = browser.open(f"{api.base}/dags/cumulus_epoch", settle=8)
@@ -192,9 +192,18 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         nav = browser.screenshot(shots / "airflow-ui-cumulus-plugin.png")
         text = browser.open(f"{api.base}/cumulus/", settle=2)
         assert "Cumulus ledger" in text and "published" in text, text[:2000]
+        asked, failed = browser.loads()
+        assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
         page = browser.screenshot(shots / "cumulus-plugin-page.png")
+        # The epoch's report through the plugin's /cumulus/reports/ (its assets too).
+        text = browser.open(f"{api.base}/cumulus/reports/epoch-1/index.html", settle=2)
+        asked, failed = browser.loads()
+        assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
+        navbar = browser.evaluate("getComputedStyle(document.querySelector('nav.navbar')).display")
+        assert "Validation Results" in text and navbar == "flex", (navbar, text[:1000])
+        report = browser.screenshot(shots / "cumulus-plugin-report.png")
     finally:
         browser.close()
-    for path in (ui, nav, page):
+    for path in (ui, nav, page, report):
         assert path.stat().st_size > 10_000, path
         print(f"screenshot: {path}")

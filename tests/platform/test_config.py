@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cumulus.config import Settings, load_settings, settings_from_args
-from cumulus.errors import ConfigError
+from cumulus.errors import ConfigError, NotAHomeError
 from cumulus.spark import jars
 from cumulus.spark.session import spark_conf
 from cumulus.store.catalog import sqlalchemy_uri
@@ -34,8 +34,10 @@ def test_environment_then_arguments(tmp_path, monkeypatch):
     assert load_settings().home == tmp_path / "env-home"
     assert load_settings().spark_master == "spark://127.0.0.1:7077"
     args = argparse.Namespace(home=str(tmp_path / "cli-home"))
-    assert settings_from_args(args).home == tmp_path / "cli-home"
-    assert settings_from_args(argparse.Namespace(home=None)).home == tmp_path / "env-home"
+    assert settings_from_args(args, require_home=False).home == tmp_path / "cli-home"
+    assert settings_from_args(argparse.Namespace(home=None), require_home=False).home == tmp_path / "env-home"
+    with pytest.raises(NotAHomeError, match="env-home is not a Cumulus home"):
+        settings_from_args(argparse.Namespace(home=None))
 
 
 def test_toml_overrides_and_spark_table(tmp_path, monkeypatch):

@@ -54,6 +54,7 @@ def test_dbt_build_and_docs_on_the_stable_snapshot(spark, tpch_home) -> None:
     assert {"model.cumulus.nation_revenue", "model.cumulus.stg_cumulus__pricing_summary"} <= set(catalog["nodes"])
     compiled = next(target.rglob("stg_cumulus__order_priority_mix.sql")).read_text()
     assert "VERSION AS OF 'epoch-1'" in compiled and "{{" not in compiled
+    assert_docs_render_offline(target)
 
     # The marts are Iceberg tables (PyIceberg loads them), built from tag epoch-1.
     tables = pyiceberg_catalog(tpch_home)
@@ -70,6 +71,35 @@ def test_dbt_build_and_docs_on_the_stable_snapshot(spark, tpch_home) -> None:
     printed = run_doc_snippets(REPO / "docs" / "sql.md", tpch_home)
     assert "('marts',)" in printed and "revenue_share" in printed
     assert all(p in printed for p in ("1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"))
+
+
+def assert_docs_render_offline(target: Path) -> None:
+    """The dbt docs site (what `dbt docs serve` serves) in Chromium that resolves no host
+    but loopback: it loads nothing from elsewhere (no usage tracker: the profile turns
+    it off) and lists the project's models. Screenshot: tests/artifacts/reports/."""
+    import functools
+    import http.server
+    import threading
+
+    from browserkit import Browser
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(target))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    browser = Browser(target / ".chromium", offline=True)
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        text = browser.open(f"{base}/index.html#!/model/model.cumulus.nation_revenue", settle=4)
+        asked, failed = browser.loads()
+        assert failed == [] and all(u.startswith((base, "data:")) for u in asked), (failed, asked)
+        assert "nation_revenue" in text and "stg_cumulus__pricing_summary" in text, text[:2000]
+        shot = browser.screenshot(REPO / "tests" / "artifacts" / "reports" / "dbt-docs.png")
+    finally:
+        browser.close()
+        server.shutdown()
+    assert shot.stat().st_size > 20_000
+    print(f"screenshot: {shot}")
 
 
 def run_doc_snippets(doc: Path, settings) -> str:
