@@ -37,11 +37,11 @@ class At:
 
 
 class Reader:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, catalog=None):
         from cumulus.store.catalog import pyiceberg_catalog
 
         self.settings = settings
-        self.catalog = pyiceberg_catalog(settings)
+        self.catalog = catalog if catalog is not None else pyiceberg_catalog(settings)
 
     # -- metadata
     @cached_property
@@ -70,18 +70,10 @@ class Reader:
         """Entries of a map matching `keys` (a prefix of its keys; None is a wildcard)."""
         from pyiceberg.expressions import And, EqualTo
 
-        info = self.compilation.checked.maps.get(name)
-        if info is None:
-            raise ReadError(f"unknown map {name}")
+        info = self._map(name)
         if len(keys) > info.arity:
             raise ReadError(f"map {name} has {info.arity} keys ({', '.join(info.key_names)}); got {len(keys)}")
-        table = self.catalog.load_table(f"{MAPS}.{ENTRIES}")
-        snapshot_id = None
-        if at.tag is not None:
-            snap = table.snapshot_by_name(at.tag)
-            if snap is None:
-                raise ReadError(f"the maps have no tag {at.tag} (epochs close into tags; see cumulus epoch status)")
-            snapshot_id = snap.snapshot_id
+        table, snapshot_id = self._maps_at(at)
         slots = key_slots(info)
         expr = EqualTo("map", name)
         for slot, value in zip(slots, keys, strict=False):
@@ -89,12 +81,46 @@ class Reader:
                 expr = And(expr, EqualTo(slot, value))
         value_column = value_slot(info.type)
         rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*slots, value_column)).to_arrow()
-        totals: dict[tuple, Any] = {}
-        columns = [rows.column(k).to_pylist() for k in slots]
-        for i, value in enumerate(rows.column(value_column).to_pylist()):
-            key = tuple(c[i] for c in columns)
-            totals[key] = totals.get(key, 0) + value
-        return {k: _typed(v, info.type) for k, v in totals.items() if v != 0}
+        return _summed(rows, slots, value_column, info.type)
+
+    def all_entries(self, at: At = At()):
+        """Every map's entries at `at` from one scan of maps.entries: a function of the map's
+        name, for reading many maps or views at one snapshot (one scan to plan, not one
+        per map)."""
+        table, snapshot_id = self._maps_at(at)
+        maps = self.compilation.checked.maps
+        columns = sorted({c for info in maps.values() for c in (*key_slots(info), value_slot(info.type))})
+        present = set(table.schema().column_names)
+        rows = table.scan(snapshot_id=snapshot_id, selected_fields=("map", *(c for c in columns if c in present))).to_arrow()
+        by_map: dict[str, list[int]] = {}
+        for i, name in enumerate(rows.column("map").to_pylist()):
+            by_map.setdefault(name, []).append(i)
+        cache: dict[str, dict[tuple, Any]] = {}
+
+        def entries(name: str) -> dict[tuple, Any]:
+            if name not in cache:
+                info = self._map(name)
+                mine = rows.take(by_map.get(name, []))
+                cache[name] = _summed(mine, key_slots(info), value_slot(info.type), info.type)
+            return cache[name]
+
+        return entries
+
+    def _map(self, name: str):
+        info = self.compilation.checked.maps.get(name)
+        if info is None:
+            raise ReadError(f"unknown map {name}")
+        return info
+
+    def _maps_at(self, at: At):
+        """maps.entries and the snapshot id to read for `at` (None: main)."""
+        table = self.catalog.load_table(f"{MAPS}.{ENTRIES}")
+        if at.tag is None:
+            return table, None
+        snap = table.snapshot_by_name(at.tag)
+        if snap is None:
+            raise ReadError(f"the maps have no tag {at.tag} (epochs close into tags; see cumulus epoch status)")
+        return table, snap.snapshot_id
 
     def read_slice(self, name: str, *keys: Any, at: At = At()) -> dict[tuple, Any]:
         return self.entries(name, keys, at)
@@ -120,13 +146,13 @@ class Reader:
     def view_columns(self, name: str) -> tuple[str, ...]:
         return self._plan(name).column_names
 
-    def read_view(self, name: str, at: At = At(), where: dict[str, Any] | None = None) -> list[tuple]:
+    def read_view(self, name: str, at: At = At(), where: dict[str, Any] | None = None, entries=None) -> list[tuple]:
         """A view's rows, columns in SELECT order, sorted; `where` keeps rows whose named
-        columns equal the given values."""
+        columns equal the given values. `entries`: all_entries(at), when reading several."""
         from cumulus.sql.views import view_rows
 
         plan = self._plan(name)
-        rows = view_rows(plan, lambda m: self.entries(m, (), at))
+        rows = view_rows(plan, entries or (lambda m: self.entries(m, (), at)))
         if where:
             index = {c: i for i, c in enumerate(plan.column_names)}
             unknown = sorted(set(where) - set(index))
@@ -140,6 +166,16 @@ class Reader:
         if plan is None:
             raise ReadError(f"unknown view {name} (views: {', '.join(self.compilation.views) or 'none'})")
         return plan
+
+
+def _summed(rows, slots: list[str], value_column: str, type_: str) -> dict[tuple, Any]:
+    """A map's rows (Arrow) summed per key, zero sums dropped."""
+    totals: dict[tuple, Any] = {}
+    columns = [rows.column(k).to_pylist() for k in slots]
+    for i, value in enumerate(rows.column(value_column).to_pylist()):
+        key = tuple(c[i] for c in columns)
+        totals[key] = totals.get(key, 0) + value
+    return {k: _typed(v, type_) for k, v in totals.items() if v != 0}
 
 
 def _typed(value, type_: str):

@@ -13,7 +13,6 @@ server. Like every plugin FastAPI app, the routes are not behind Airflow's login
 from __future__ import annotations
 
 import html
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,23 +23,16 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 BASE_PATH = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
-CACHE_SECONDS = 15.0
-_cache: dict[str, tuple[float, dict[str, Any]]] = {}
 
 
 def _status() -> dict[str, Any]:
-    """The status of the home, cached briefly (each read scans a few small tables)."""
+    """The status of the home (pipeline_status keeps what it read per table version: a
+    page costs one catalog query while nothing changed)."""
     from cumulus.config import load_settings
     from cumulus.pipeline.config import pipeline_home
     from cumulus.pipeline.status import pipeline_status
 
-    home = str(pipeline_home())
-    hit = _cache.get(home)
-    if hit and time.monotonic() - hit[0] < CACHE_SECONDS:
-        return hit[1]
-    status = pipeline_status(load_settings(home))
-    _cache[home] = (time.monotonic(), status)
-    return status
+    return pipeline_status(load_settings(pipeline_home()))
 
 
 def _cell(value: Any) -> str:

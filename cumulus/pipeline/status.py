@@ -1,7 +1,13 @@
 """What the Airflow UI plugin shows, as plain data: the ledger (every epoch's state,
 counts, timings, validation and report) and every view's stable snapshot (its epoch,
 row count and age) and main-branch freshness. Read with PyIceberg: no JVM, so it runs
-inside Airflow's API server."""
+inside Airflow's API server.
+
+Kept per table version (the catalog's metadata location of each table, one query): the
+epochs while the ledger and the manifest stay as they are, the compiled views while the
+registry does, and a view's row count at a closed epoch for good (a tag never moves). A
+page costs one catalog query when nothing changed, and one scan of the maps at the new
+tag when an epoch closed."""
 
 from __future__ import annotations
 
@@ -61,12 +67,13 @@ def _age(value, now: dt.datetime) -> float | None:
     return round((now - value).total_seconds(), 1)
 
 
-def epoch_statuses(catalog, settings: Settings) -> list[EpochStatus]:
+def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
+    """Every epoch's status; `rows`: the ledger rows when the caller has read them."""
     from cumulus.store.files import epoch_counts
     from cumulus.store.ledger import OPEN, ledger_rows
 
     out = []
-    for row in ledger_rows(catalog, settings):
+    for row in ledger_rows(catalog, settings) if rows is None else rows:
         counts = {"events": row.events, "rejected": row.rejected, "files": row.files, "batches": row.batches}
         if row.state == OPEN or row.events is None:
             live = epoch_counts(catalog, settings, row.epoch)
@@ -88,49 +95,140 @@ def epoch_statuses(catalog, settings: Settings) -> list[EpochStatus]:
     return out
 
 
-def view_statuses(catalog, settings: Settings, now: dt.datetime | None = None) -> list[ViewStatus]:
-    from cumulus.engine.views import latest_closed_epoch
-    from cumulus.read import At, Reader
-    from cumulus.store.ledger import ledger_row
+def view_statuses(catalog, settings: Settings, now: dt.datetime | None = None, rows=None) -> list[ViewStatus]:
+    """Every view's stable snapshot and freshness; `rows`: the ledger rows when read."""
+    from cumulus.read import At
+    from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_rows
     from cumulus.store.maps import ENTRIES
     from cumulus.store.tables import MAPS
 
     now = now or dt.datetime.now(dt.UTC)
-    reader = Reader(settings)
+    versions = table_versions(catalog, settings)
+    reader = _reader(catalog, settings, versions)
     try:
         compiled = reader.compilation
     except CumulusError as exc:  # no view registered yet: nothing to show, say why
         return [ViewStatus("-", None, None, None, None, None, None, error=str(exc))]
-    stable = latest_closed_epoch(catalog, settings)
-    closed_at = ledger_row(catalog, settings, stable).closed_at if stable else None
+    rows = ledger_rows(catalog, settings) if rows is None else rows
+    done = [r for r in rows if r.state in (CLOSED, PUBLISHED)]
+    stable = max(done, key=lambda r: r.epoch) if done else None
+    closed_at = stable.closed_at if stable else None
     # Every map is in maps.entries: the views are as fresh as its latest commit.
-    snap = catalog.load_table(f"{MAPS}.{ENTRIES}").current_snapshot()
-    newest = dt.datetime.fromtimestamp(snap.timestamp_ms / 1000, dt.UTC) if snap is not None else None
+    newest = _memo(("fresh", settings.home, versions.get(f"{MAPS}.{ENTRIES}")), lambda: _newest_commit(catalog))
+    counts: dict[str, int | str] = {}
+    if stable is not None:
+        keys = {name: ("rows", settings.home, name, plan.sql, stable.epoch) for name, plan in compiled.views.items()}
+        counts = {name: _MEMO[key] for name, key in keys.items() if key in _MEMO}
+        missing = [name for name in compiled.views if name not in counts]
+        if missing:
+            try:
+                entries = reader.all_entries(At(stable.epoch))
+            except CumulusError as exc:
+                entries, counts = None, {name: str(exc) for name in missing}
+            for name in missing if entries else []:
+                try:
+                    counts[name] = len(reader.read_view(name, At(stable.epoch), entries=entries))
+                except CumulusError as exc:  # a view added after the stable epoch has no maps there
+                    counts[name] = str(exc)
+                _remember(keys[name], counts[name])
     out = []
     for name in compiled.views:
-        rows = error = None
-        if stable is not None:
-            try:
-                rows = len(reader.read_view(name, At(stable)))
-            except CumulusError as exc:  # a view added after the stable epoch has no tag there
-                error = str(exc)
+        got = counts.get(name)
         out.append(ViewStatus(
-            name=name, stable_epoch=stable, stable_rows=rows, stable_closed_at=_iso(closed_at),
+            name=name, stable_epoch=stable.epoch if stable else None,
+            stable_rows=got if isinstance(got, int) else None, stable_closed_at=_iso(closed_at),
             stable_age_s=_age(closed_at, now), fresh_as_of=_iso(newest), fresh_age_s=_age(newest, now),
-            error=error,
+            error=got if isinstance(got, str) else None,
         ))
     return out
 
 
-def pipeline_status(settings: Settings) -> dict[str, Any]:
+def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
     from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.ledger import current_epoch
+    from cumulus.store.ledger import OPEN, ledger_rows
+    from cumulus.store.tables import files_table, ledger_log_table
 
-    catalog = pyiceberg_catalog(settings)
+    if catalog is None:
+        key = (settings.home, settings.catalog, settings.catalog_uri)
+        catalog = _CATALOGS.get(key) or _CATALOGS.setdefault(key, pyiceberg_catalog(settings))
+    versions = table_versions(catalog, settings)
+    ledger_key = ("ledger", settings.home, versions.get(_local(ledger_log_table(settings))),
+                  versions.get(_local(files_table(settings))))
+    rows = _memo(ledger_key, lambda: ledger_rows(catalog, settings))
+    opened = [r.epoch for r in rows if r.state == OPEN]
     return {
         "home": str(settings.home),
-        "open_epoch": current_epoch(catalog, settings),
-        "epochs": [asdict(e) for e in epoch_statuses(catalog, settings)],
-        "views": [asdict(v) for v in view_statuses(catalog, settings)],
+        "open_epoch": max(opened) if opened else None,
+        "epochs": _memo((*ledger_key, "epochs"), lambda: [asdict(e) for e in epoch_statuses(catalog, settings, rows)]),
+        "views": [asdict(v) for v in view_statuses(catalog, settings, rows=rows)],
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+# ---------------------------------------------------------------- kept per version
+
+_MEMO: dict[tuple, Any] = {}
+_KEPT = 4096
+_CATALOGS: dict[tuple, Any] = {}  # (home, catalog, uri) -> its PyIceberg catalog
+
+
+def _memo(key: tuple, compute):
+    """compute(), kept under `key`: a key with a None part (a table's version unknown)
+    keeps nothing."""
+    if None in key:
+        return compute()
+    if key not in _MEMO:
+        _remember(key, compute())
+    return _MEMO[key]
+
+
+def _remember(key: tuple, value: Any) -> None:
+    if len(_MEMO) >= _KEPT:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = value
+
+
+def _local(table: str) -> str:
+    """`catalog.ns.name` -> `ns.name` (how table_versions names them)."""
+    return table.split(".", 1)[1]
+
+
+def table_versions(catalog, settings: Settings) -> dict[str, str]:
+    """Each table's current metadata location (`ns.name` -> location): a new one on every
+    commit. One query of a SQL catalog's database; another catalog's tables are loaded."""
+    from sqlalchemy import text
+
+    engine = getattr(catalog, "engine", None)
+    if engine is None:  # not a SqlCatalog: no version to key on, nothing is kept
+        return {}
+    with engine.connect() as con:
+        rows = con.execute(
+            text("SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = :c"),
+            {"c": settings.catalog},
+        ).fetchall()
+    return {f"{ns}.{name}": location for ns, name, location in rows}
+
+
+def _reader(catalog, settings: Settings, versions: dict[str, str]):
+    """A Reader whose compiled views are kept while the registry keeps its version."""
+    from cumulus.engine.registry import views_table
+    from cumulus.read import Reader
+
+    reader = Reader(settings, catalog)
+    key = ("compiled", settings.home, versions.get(_local(views_table(settings))))
+    if key[2] is not None and key in _MEMO:
+        reader.__dict__["compilation"] = _MEMO[key]
+    elif key[2] is not None:
+        try:
+            _remember(key, reader.compilation)
+        except CumulusError:
+            pass
+    return reader
+
+
+def _newest_commit(catalog) -> dt.datetime | None:
+    from cumulus.store.maps import ENTRIES
+    from cumulus.store.tables import MAPS
+
+    snap = catalog.load_table(f"{MAPS}.{ENTRIES}").current_snapshot()
+    return dt.datetime.fromtimestamp(snap.timestamp_ms / 1000, dt.UTC) if snap is not None else None
