@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "interpret",
         help="replay an event stream through the reference interpreter",
-        description="Replay a folder of events (one <relation>.csv per relation, DBToaster "
+        description="Replay a folder of events (one <relation>.csv, .dat or .tbl per relation, DBToaster "
         "format: event-order number, 1 insert / 0 delete, then the tuple; static files "
         "without those columns load first) and print the maps or a view's rows.",
     )

@@ -38,12 +38,15 @@ def parse_fields(fields: list[str], relation: Relation, where: str) -> tuple:
     return tuple(values)
 
 
+EVENT_SUFFIXES = (".csv", ".dat", ".tbl")  # DBToaster's data files; dbgen writes .tbl
+
+
 def relation_files(folder: Path, schema: Schema) -> dict[str, Path]:
-    """`<relation>.csv|.dat` files of the folder that name a schema relation
+    """`<relation>.csv|.dat|.tbl` files of the folder that name a schema relation
     (`*_active.csv` snapshots are not events and are skipped)."""
     files: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if path.suffix not in (".csv", ".dat") or path.stem.endswith("_active"):
+        if path.suffix not in EVENT_SUFFIXES or path.stem.endswith("_active"):
             continue
         if path.stem.lower() in schema:
             files[path.stem.lower()] = path
@@ -87,10 +90,10 @@ def read_stream(folder: str | Path, schema: Schema) -> list[StreamRow]:
     keep the relations' schema order, then line order)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise EventFormatError(f"{folder} is not a folder of <relation>.csv event files")
+        raise EventFormatError(f"{folder} is not a folder of <relation>.csv|.dat|.tbl event files")
     files = relation_files(folder, schema)
     if not files:
-        raise EventFormatError(f"{folder} holds no <relation>.csv file for the schema's relations ({', '.join(schema.names)})")
+        raise EventFormatError(f"{folder} holds no <relation>.csv|.dat|.tbl file for the schema's relations ({', '.join(schema.names)})")
     rank = {name: i for i, name in enumerate(schema.names)}
     rows = [row for name, path in files.items() for row in read_file(path, schema.relation(name))]
     rows.sort(key=lambda r: (r.order, rank[r.event.relation], r.line))

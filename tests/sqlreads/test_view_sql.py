@@ -54,3 +54,32 @@ def test_view_sql_refuses_unknown_views_and_bad_versions(tpch_home) -> None:
         with pytest.raises(ViewSQLError):
             tag_of(bad)
     assert tag_of(3) == "epoch-3" and tag_of("{{ cumulus_tag() }}") == "{{ cumulus_tag() }}"
+
+
+@pytest.mark.parametrize("epoch", [1, None], ids=["tag", "main"])
+def test_one_scan_of_every_map_reads_each_view_alike(tpch_home, epoch) -> None:
+    reader = Reader(tpch_home)
+    entries = reader.all_entries(At(epoch))
+    for name in reader.compilation.views:
+        assert reader.read_view(name, At(epoch), entries=entries) == reader.read_view(name, At(epoch)), name
+
+
+def test_the_ledger_page_status_is_read_once_per_table_version(tpch_home, monkeypatch) -> None:
+    """pipeline_status (the plugin page): the views' rows at the stable epoch as read_view
+    gives them; asked again with no commit in between, it reads no table again."""
+    from cumulus.pipeline import status
+    from cumulus.store import ledger
+
+    status._MEMO.clear()
+    first = status.pipeline_status(tpch_home)
+    reader = Reader(tpch_home)
+    stable = reader.latest_epoch()
+    assert {v["name"]: v["stable_rows"] for v in first["views"]} == {
+        name: len(reader.read_view(name, At(stable))) for name in reader.compilation.views}
+    assert [e["epoch"] for e in first["epochs"]] == [r.epoch for r in ledger.ledger_rows(reader.catalog, tpch_home)]
+    reads = []
+    monkeypatch.setattr(Reader, "all_entries", lambda *a, **k: reads.append("maps"))
+    monkeypatch.setattr(ledger, "ledger_rows", lambda *a, **k: reads.append("ledger"))
+    again = status.pipeline_status(tpch_home)
+    assert reads == [] and again["epochs"] == first["epochs"]
+    assert [v["stable_rows"] for v in again["views"]] == [v["stable_rows"] for v in first["views"]]
