@@ -47,15 +47,20 @@ def run(args: argparse.Namespace) -> int:
         raise CumulusError("give a command: profile, generate, or a dbt command (cumulus dbt --help)")
     command, rest = args.dbt_args[0], args.dbt_args[1:]
     if command == "profile":
-        return _profile(args)
+        return _profile(args, rest)
     if command == "generate":
         return _generate(args, rest)
     return _dbt(args, command, rest)
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _profile(args: argparse.Namespace, rest: list[str]) -> int:
     from cumulus.dbt.profile import write_profile
 
+    argparse.ArgumentParser(
+        prog="cumulus dbt profile",
+        description="Write <home>/dbt/profiles.yml (a dbt-spark session profile on the home's Iceberg "
+        "catalog) from the Cumulus settings and print its path.",
+    ).parse_args(rest)
     print(write_profile(settings_from_args(args)))
     return 0
 

@@ -92,10 +92,20 @@ def test_a_missing_home_is_one_line_exit_3_and_nothing_is_created(capsys, tmp_pa
     ["view", "add", "v"],  # an argument missing
     ["view", "list", "--format", "xml"],  # not a format
     ["nonsense"],  # not a command
+    ["dbt", "profile", "--nonsense"],  # dbt's own subcommands parse their arguments too
 ])
 def test_bad_arguments_exit_2_with_the_usage(capsys, tmp_path, argv) -> None:
     code, out, err = run(capsys, "--home", str(tmp_path / "h"), *argv)
     assert code == ExitCode.REFUSED and "usage: cumulus" in err and "error:" in err and "Traceback" not in err
+    assert not (tmp_path / "h").exists()
+
+
+def test_help_prints_help_and_changes_nothing(capsys, tmp_path) -> None:
+    for argv in (["dbt", "profile", "--help"], ["dbt", "generate", "--help"], ["epoch", "close", "--help"]):
+        code, out, err = run(capsys, "--home", str(tmp_path / "h"), *argv)
+        assert code == 0 and out.startswith("usage: cumulus") and err == "", (argv, out, err)
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and re.fullmatch(r"cumulus \d+\.\d+\.\d+\n", out)
     assert not (tmp_path / "h").exists()
 
 
