@@ -1,4 +1,4 @@
-"""`cumulus source add|list`: the home's sources, declared in cumulus.toml."""
+"""`cumulus source add|remove|list`: the home's sources, declared in cumulus.toml."""
 
 from __future__ import annotations
 
@@ -15,6 +15,23 @@ def cmd_add(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     src = add_source(settings, args.name, args.priority, args.landing, args.max_error_rate)
     print(f"source {src.name}: priority {src.priority}, landing {src.landing}")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from cumulus.ingest.sources import get_source, remove_source
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.files import committed_batches
+    from cumulus.store.ledger import DONE, ledger_rows
+
+    settings = settings_from_args(args)
+    source = get_source(settings, args.name)
+    catalog = pyiceberg_catalog(settings)
+    unclosed = {r.epoch for r in ledger_rows(catalog, settings) if r.state not in DONE}
+    pending = sorted({b.epoch for b in committed_batches(catalog, settings, source=source.name) if b.epoch in unclosed})
+    remove_source(settings, args.name, pending)
+    print(f"source {source.name} removed (priority {source.priority}); its landing folder {source.landing} "
+          "and its past events are kept")
     return 0
 
 
@@ -43,6 +60,14 @@ def register(subparsers) -> None:
     add.add_argument("--max-error-rate", type=float, dest="max_error_rate",
                      help="fail a batch whose rejected share passes this (default [ingest] max_error_rate, 0.5)")
     add.set_defaults(func=cmd_add)
+    rm = sub.add_parser(
+        "remove",
+        help="remove a source",
+        description="Take a source out of the home's cumulus.toml. Refused while it has ingested "
+        "batches in an epoch not closed yet (close it first). Its landing folder and past events stay.",
+    )
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_remove)
     ls = sub.add_parser("list", help="list the sources")
     ls.add_argument("--format", choices=FORMATS, default="table")
     ls.set_defaults(func=cmd_list)

@@ -134,6 +134,36 @@ def add_source(
     return source
 
 
+def remove_source(settings: Settings, name: str, pending: list[int]) -> Source:
+    """Take a source's [sources.NAME] table out of cumulus.toml (its landing folder and its
+    past events stay). `pending`: the epochs not closed yet in which it has committed
+    batches: while there are any, it is refused (their events are not in base.* yet)."""
+    source = get_source(settings, name)
+    if pending:
+        raise ConfigError(
+            f"source {name!r} has ingested batches in epoch(s) {', '.join(map(str, pending))}, not closed yet: "
+            f"close them first (`cumulus --home {settings.home} epoch close`), then remove it"
+        )
+    expected = {n: s for n, s in load_sources(settings).items() if n != name}
+    path = config_path(settings)
+    before = path.read_text()
+    lines = before.splitlines(keepends=True)
+    header = re.compile(rf"^\s*\[\s*sources\s*\.\s*\"?{re.escape(name)}\"?\s*\]\s*(#.*)?$")
+    start = next(i for i, line in enumerate(lines) if header.match(line))
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines))
+    while start > 0 and not lines[start - 1].strip():  # the blank line add_source put before it
+        start -= 1
+    path.write_text("".join(lines[:start] + lines[end:]))
+    try:
+        left = load_sources(settings)
+    except ConfigError:
+        left = None
+    if left != expected:  # the table was not where the lines said: leave the file as it was
+        path.write_text(before)
+        raise ConfigError(f"{path}: could not take [sources.{name}] out; edit the file by hand")
+    return source
+
+
 def _rate(value, where: str, settings: Settings) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ConfigError(f"{config_path(settings)}: {where} must be a number from 0 to 1")

@@ -123,3 +123,33 @@ def test_pyiceberg_follows_an_object_store_warehouse(tmp_path):
     local = pyiceberg_properties(load_settings(tmp_path / "embedded"))
     assert local["warehouse"] == f"file://{tmp_path / 'embedded' / 'warehouse'}"
     assert not any(k.startswith("s3.") for k in local)
+
+
+def test_a_source_is_removed_from_the_toml_and_nothing_else(tmp_path):
+    from cumulus.ingest.sources import add_source, load_sources, remove_source
+
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "cumulus.toml").write_text('catalog = "lake"\n\n[ingest]\nmax_error_rate = 0.2\n')
+    settings = load_settings(home)
+    add_source(settings, "pos", 1)
+    add_source(settings, "web", 2, max_error_rate=0.1)
+    add_source(settings, "app", 3, landing=str(tmp_path / "drop"))
+    with (home / "cumulus.toml").open("a") as fh:
+        fh.write("\n[spark]\n# driver memory for the big loads\n\"driver.memory\" = \"2g\"\n")
+    before = (home / "cumulus.toml").read_text()
+
+    with pytest.raises(ConfigError, match=r"source 'web' has ingested batches in epoch\(s\) 4, not closed yet"):
+        remove_source(settings, "web", pending=[4])
+    assert (home / "cumulus.toml").read_text() == before
+
+    removed = remove_source(settings, "web", pending=[])
+    assert removed.priority == 2 and (home / "landing" / "web").is_dir()  # its landing folder stays
+    left = load_sources(settings)
+    assert sorted(left) == ["app", "pos"] and left["app"].landing == tmp_path / "drop"
+    assert left["pos"].max_error_rate == 0.2
+    text = (home / "cumulus.toml").read_text()
+    assert "web" not in text and '"driver.memory" = "2g"' in text and "# driver memory" in text
+    assert load_settings(home).spark_conf == {"spark.driver.memory": "2g"}
+    with pytest.raises(ConfigError, match="unknown source 'web'"):
+        remove_source(settings, "web", pending=[])
