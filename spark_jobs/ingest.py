@@ -1,6 +1,6 @@
 """Spark job: ingest a source's landing files into the open epoch (one batch).
 
-    python spark_jobs/ingest.py --home H --source S [--format F] [--relation R] [PATH...]
+    python spark_jobs/ingest.py --home H --source S [--input-format F] [--relation R] [PATH...]
 
     # spark-submit starts the JVM first, so the jars must be on its command line:
     JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.jars
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     def step() -> None:
         engine = Engine.open(args.home, app_name=f"cumulus-ingest-{args.source}")
         try:
-            print_report(engine.ingest(args.source, args.paths or None, args.format, args.relation))
+            print_report(engine.ingest(args.source, args.paths or None, args.input_format, args.relation))
         except IngestError as exc:
             if exc.report is not None:
                 print_report(exc.report)

@@ -40,13 +40,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """One epoch's ledger row: state, times, counts, validation, and every metric."""
     from cumulus.engine.metrics import human_bytes
-    from cumulus.errors import NoSuchEpochError
+    from cumulus.errors import CumulusError, NoSuchEpochError
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
 
     settings = settings_from_args(args)
     catalog = pyiceberg_catalog(settings)
-    epoch = args.epoch
+    if args.epoch is not None and args.epoch_option is not None and args.epoch != args.epoch_option:
+        raise CumulusError(f"two epochs given: {args.epoch} and --epoch {args.epoch_option}")
+    epoch = args.epoch if args.epoch is not None else args.epoch_option
     if epoch is None:
         epoch = max((r.epoch for r in ledger_rows(catalog, settings)), default=0)
         print(f"cumulus: showing epoch {epoch} (the newest in the ledger)", file=sys.stderr, flush=True)
@@ -86,7 +88,8 @@ def register(subparsers) -> None:
     st.add_argument("--format", choices=FORMATS, default="table")
     st.set_defaults(func=cmd_status)
     show = sub.add_parser("show", help="one epoch's ledger row with its metrics (time, rows and bytes per step)")
-    show.add_argument("epoch", type=int, nargs="?", help="the epoch (default: the newest)")
+    show.add_argument("epoch", type=int, nargs="?", help="the epoch (default: the newest); or --epoch N")
+    show.add_argument("--epoch", type=int, dest="epoch_option", metavar="N", help="the epoch, as every command takes it")
     show.add_argument("--format", choices=FORMATS, default="table")
     show.set_defaults(func=cmd_show)
     close = sub.add_parser(

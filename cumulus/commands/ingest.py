@@ -14,7 +14,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from cumulus.commands import engine_for
 
     try:
-        report = engine_for(args).ingest(args.source, args.paths or None, args.format, args.relation)
+        report = engine_for(args).ingest(args.source, args.paths or None, args.input_format, args.relation)
     except IngestError as exc:
         if exc.report is not None:
             print_report(exc.report)
@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from cumulus.ingest.formats import FORMATS
 
     p.add_argument("--source", required=True, help="the source (see `cumulus source list`)")
-    p.add_argument("--format", choices=FORMATS, help="input format (default: from each file's extension)")
+    p.add_argument("--input-format", dest="input_format", choices=FORMATS,
+                   help="the files' format (default: from each file's extension)")
     p.add_argument("--relation", help="the relation of every file (default: from each file's name)")
     p.add_argument("paths", nargs="*", help="files or folders (default: the source's landing folder)")
 

@@ -43,7 +43,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
     if args.view:
         plan = compiled.views[view_name(args.view)]
         result = sorted(view_rows(plan, interp.entries), key=sort_key)
-        sys.stdout.write(render(plan.column_names, result, args.output))
+        sys.stdout.write(render(plan.column_names, result, args.format))
         return 0
     names = [args.map.lower()] if args.map else list(checked.maps)
     for name in names:
@@ -53,7 +53,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
         entries = sorted((k + (v,) for k, v in interp.entries(name).items()), key=sort_key)
         if len(names) > 1:
             sys.stdout.write(f"# map {name}\n")
-        sys.stdout.write(render(list(info.key_names) + ["value"], entries, args.output))
+        sys.stdout.write(render(list(info.key_names) + ["value"], entries, args.format))
         if len(names) > 1:
             sys.stdout.write("\n")
     return 0
@@ -71,8 +71,8 @@ def register(subparsers) -> None:
     p.add_argument("--program", help="an M3 program file")
     p.add_argument("--view", help="a SQL view file (compiled first)")
     p.add_argument("--events", required=True, help="folder of event files")
-    p.add_argument("--format", default="dbtoaster", choices=["dbtoaster"],
+    p.add_argument("--input-format", dest="input_format", default="dbtoaster", choices=["dbtoaster"],
                    help="format of the event folder (default dbtoaster)")
-    p.add_argument("--output", default="csv", choices=["csv", "table", "json"], help="output format (default csv)")
+    p.add_argument("--format", default="csv", choices=["csv", "table", "json"], help="output format (default csv)")
     p.add_argument("--map", help="print only this map (with --program)")
     p.set_defaults(func=cmd_interpret)

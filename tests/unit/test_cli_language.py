@@ -70,7 +70,7 @@ def test_interpret_program_prints_each_map_and_one_map(capsys, tmp_path) -> None
     schema = load_schema(PAPER_SCHEMA)
     events = generate_events(schema, 300, seed=5)
     folder = write_dbtoaster(events, tmp_path / "stream", schema)
-    code, out, _ = run(capsys, "interpret", "--schema", PAPER_SCHEMA, "--program", EX21, "--events", str(folder), "--format", "dbtoaster", "--map", "q")
+    code, out, _ = run(capsys, "interpret", "--schema", PAPER_SCHEMA, "--program", EX21, "--events", str(folder), "--input-format", "dbtoaster", "--map", "q")
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["part", "nation", "value"]
@@ -86,7 +86,7 @@ def test_interpret_program_prints_each_map_and_one_map(capsys, tmp_path) -> None
 def test_interpret_view_prints_csv_in_select_order_with_iso_dates(capsys) -> None:
     stream = SHARED / "data" / "dbtoaster" / "tpch" / "standard_del"
     view = FIXTURES / "views" / "tpch" / "customer_order_extremes.sql"
-    code, out, _ = run(capsys, "interpret", "--schema", TPCH_SCHEMA, "--view", str(view), "--events", str(stream), "--format", "dbtoaster")
+    code, out, _ = run(capsys, "interpret", "--schema", TPCH_SCHEMA, "--view", str(view), "--events", str(stream), "--input-format", "dbtoaster")
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["o_custkey", "smallest", "largest", "first_order", "last_order"]
