@@ -209,22 +209,21 @@ class Engine:
 
 
 def run_step(step: Callable[[], int | None], verbose: bool = False, debug: bool | None = None) -> int:
-    """Run a step as a command: INFO logs on stderr; an error as one line and its exit
+    """Run a step as a command: its progress on stderr (a live status line on a terminal,
+    else INFO log lines: cumulus/progress.py); an error as one line and its exit
     status (errors.ExitCode: a Cumulus error's own, INFRASTRUCTURE for anything else);
     the traceback only with `debug` (--debug, or $CUMULUS_DEBUG=1); a closed pipe is
     success."""
     import os
     import traceback
 
+    from cumulus.progress import command_progress
+
     debug = os.environ.get("CUMULUS_DEBUG") == "1" if debug is None else debug
-    logging.basicConfig(
-        level=logging.DEBUG if verbose or debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise
     try:
-        return int(step() or 0)
+        with command_progress(logging.DEBUG if verbose or debug else logging.INFO, live=not (verbose or debug)):
+            return int(step() or 0)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
