@@ -1,8 +1,10 @@
 """Airflow 3 UI plugin: the Cumulus ledger in Airflow's navigation ("Cumulus").
 
 A FastAPI app mounted at /cumulus on the API server:
-    /cumulus/             the page: epochs (state, counts, timings, validation, report
-                          link, late files) and views (stable rows, age, freshness)
+    /cumulus/             the page: plots over epochs (seconds per close step, events,
+                          the lag to the consistent snapshot, validation; inline SVG),
+                          epochs (state, counts, timings, validation, report link, late
+                          files) and views (stable rows, age, freshness)
     /cumulus/api/status   the same as JSON (cumulus.pipeline.status.pipeline_status)
     /cumulus/reports/...  the validation reports (<home>/reports/epoch-N/, Data Docs)
 and an external view that shows the page inside the UI (an iframe at /plugin/cumulus).
@@ -95,10 +97,13 @@ PAGE = """<!doctype html>
  .state {{ border-radius: .6rem; padding: .05rem .5rem; background: #edf2f7; }}
  tr.published .state {{ background: #c6f6d5; }} tr.failed-validation .state {{ background: #fed7d7; }}
  tr.open .state {{ background: #bee3f8; }} tr.closed .state, tr.applied .state {{ background: #fefcbf; }}
+ #plots {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(640px, 1fr)); gap: .4rem 1rem; }}
 </style></head><body>
 <h1>Cumulus ledger</h1>
 <div class="meta">home {home} · open epoch {open_epoch} · read {generated_at} (PyIceberg) ·
  <a href="api/status">JSON</a></div>
+<h2>Over epochs</h2>
+<div id="plots">{plots}</div>
 <h2>Epochs</h2>
 <table id="epochs"><tr><th>epoch</th><th>state</th><th>events</th><th>rejected</th><th>files</th>
 <th>batches</th><th>deltas</th><th>open for</th><th>close took</th><th>closed at (UTC)</th>
@@ -115,6 +120,7 @@ PAGE = """<!doctype html>
 
 def create_app() -> FastAPI:
     from cumulus.pipeline.config import pipeline_home
+    from cumulus.pipeline.plots import all_plots
 
     app = FastAPI(title="Cumulus", description="The Cumulus ledger and views (read with PyIceberg)")
 
@@ -124,6 +130,7 @@ def create_app() -> FastAPI:
         return PAGE.format(
             home=html.escape(s["home"]), open_epoch=s["open_epoch"], generated_at=s["generated_at"],
             epoch_rows=_epoch_rows(s["epochs"]), view_rows=_view_rows(s["views"]),
+            plots="\n".join(all_plots(s["epochs"])),
         )
 
     @app.get("/api/status")

@@ -40,6 +40,8 @@ class EpochStatus:
     validation_detail: str | None
     report: str | None  # path of the report folder's index.html relative to <home>/reports
     late: list[dict] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict)  # the close's steps (TIMING_KEYS)
+    stable_lag_s: float | None = None  # sealed -> closed: how long until the epoch was consistent
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
             open_seconds=open_s, validation=row.validation, validation_detail=row.validation_detail,
             report=f"epoch-{row.epoch}/index.html" if index.is_file() else None,
             late=list(row.late_files or []), **counts,
+            step_seconds={k.removesuffix("_s"): round(float(metrics[k]), 3) for k in TIMING_KEYS
+                          if isinstance(metrics.get(k), int | float)},
+            stable_lag_s=round((row.closed_at - row.sealed_at).total_seconds(), 1)
+            if row.closed_at and row.sealed_at else None,
         ))
     return out
 

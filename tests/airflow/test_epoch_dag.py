@@ -105,6 +105,8 @@ def test_epochs_late_source_and_rerun(pipeline):
     assert {v["name"]: (v["stable_epoch"], v["stable_rows"]) for v in probe["status"]["views"]} == {
         "segment_orders": (3, 5), "order_priority_mix": (3, 5)}
     assert "Cumulus ledger" in probe["page"] and probe["page"].count(">published<") == 3
+    assert probe["page"].count('<svg class="plot"') == 4 and epochs[2]["step_seconds"]["fold"] > 0
+    assert epochs[2]["stable_lag_s"] > 0
 
     # A run for epoch 5 while epoch 4 is open fails: epochs close in order.
     proc = env.dags_test("cumulus_epoch", logical_date(5), check=False, params={"epoch": 5})
