@@ -126,10 +126,11 @@ def jobs_started(spark) -> int:
 
 
 def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple[dict[str, int], float]:
-    """The views run by DuckDB over base.* at the tag, read into Arrow first (untimed);
-    returns the row count of each view and the seconds DuckDB took. Only the columns the
-    views name are held, as a columnar engine reads them (and SF 10's lineitem fits in
-    memory that way)."""
+    """The views run by DuckDB over base.* at the tag, loaded into DuckDB's memory first
+    (untimed; streamed from PyIceberg as Arrow record batches: SF 10's lineitem read whole
+    into Arrow ran the machine out of memory); returns the row count of each view and the
+    seconds DuckDB took. Only the columns the views name are held, as a columnar engine
+    reads them."""
     import duckdb
     import sqlglot
     from sqlglot import exp
@@ -140,10 +141,12 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
     for rel in schema.relations:
         used[rel.name] = [c for c in rel.column_names if c in named] or list(rel.column_names[:1])
         table = reader.catalog.load_table(f"base.{rel.name}")
-        arrow = table.scan(
+        batches = table.scan(
             selected_fields=(*used[rel.name], "mult"), snapshot_id=table.snapshot_by_name(f"epoch-{epoch}").snapshot_id
-        ).to_arrow()
-        con.register(f"{rel.name}_stored", arrow)
+        ).to_arrow_batch_reader()
+        con.register("incoming", batches)
+        con.execute(f"CREATE TABLE {rel.name}_stored AS SELECT * FROM incoming")
+        con.unregister("incoming")
     t = time.perf_counter()
     for rel in schema.relations:
         cols = ", ".join(used[rel.name])
@@ -152,12 +155,14 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
             f"(SELECT {cols}, CAST(SUM(mult) AS BIGINT) AS m FROM {rel.name}_stored GROUP BY ALL HAVING SUM(mult) > 0), range(m)"
         )
     counts = {name: len(con.execute(sql).fetchall()) for name, sql in views.items()}
-    return counts, time.perf_counter() - t
+    seconds = time.perf_counter() - t
+    con.close()
+    return counts, seconds
 
 
 def run_scale(
     scale: float, epochs: int, fraction: float, work: Path, master: str, seed: int, memory: str,
-    views: dict[str, str],
+    views: dict[str, str], on_epoch=None,
 ) -> tuple[list[Row], dict]:
     from cumulus.config import load_settings
     from cumulus.engine.apply import apply_source
@@ -260,6 +265,8 @@ def run_scale(
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
+        if on_epoch is not None:  # saved after every epoch: a run that dies later keeps them
+            on_epoch(rows, load)
     spark.stop()
     return rows, load
 
@@ -397,15 +404,17 @@ def main(argv: list[str] | None = None) -> int:
         loads, command = saved["loads"], saved.get("command", command)
     else:
         rows, loads = [], []
+
+        def save(more: list[Row], load: dict) -> None:
+            data.write_text(json.dumps({"command": command, "rows": [
+                asdict(x) | {"ratio": x.ratio, "read_per_written": x.read_per_written} for x in rows + more],
+                                        "loads": [*loads, load]}, indent=1) + "\n")
+
         for scale in args.scales:
             r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory,
-                                bench_views(args.views))
+                                bench_views(args.views), on_epoch=save)
             rows += r
             loads.append(load)
-            # Saved after every scale factor: a long run that fails later keeps what it measured.
-            data.write_text(json.dumps({"command": command, "rows": [
-                asdict(x) | {"ratio": x.ratio, "read_per_written": x.read_per_written} for x in rows],
-                                        "loads": loads}, indent=1) + "\n")
     plot(rows, args.out / f"{args.name}.png")
     report = render(rows, loads, args, command)
     (args.out / f"{args.name}.md").write_text(report)
