@@ -22,6 +22,7 @@ from cumulus.config import Settings
 from cumulus.errors import ReadError
 from cumulus.output import sort_key
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
+from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import MAPS, tag_name
 
 
@@ -91,17 +92,19 @@ class Reader:
         maps = self.compilation.checked.maps
         columns = sorted({c for info in maps.values() for c in (*key_slots(info), value_slot(info.type))})
         present = set(table.schema().column_names)
-        rows = table.scan(snapshot_id=snapshot_id, selected_fields=("map", *(c for c in columns if c in present))).to_arrow()
-        by_map: dict[str, list[int]] = {}
-        for i, name in enumerate(rows.column("map").to_pylist()):
-            by_map.setdefault(name, []).append(i)
+        scan = table.scan(snapshot_id=snapshot_id, selected_fields=("map", *(c for c in columns if c in present)))
+        rows = scan_arrow(scan).sort_by("map")  # each map's rows contiguous: a slice
+        names = rows.column("map").to_pylist()
+        bounds: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            bounds.setdefault(name, [i, i])[1] = i + 1
         cache: dict[str, dict[tuple, Any]] = {}
 
         def entries(name: str) -> dict[tuple, Any]:
             if name not in cache:
                 info = self._map(name)
-                mine = rows.take(by_map.get(name, []))
-                cache[name] = _summed(mine, key_slots(info), value_slot(info.type), info.type)
+                start, stop = bounds.get(name, (0, 0))
+                cache[name] = _summed(rows.slice(start, stop - start), key_slots(info), value_slot(info.type), info.type)
             return cache[name]
 
         return entries

@@ -15,6 +15,9 @@ server. Like every plugin FastAPI app, the routes are not behind Airflow's login
 from __future__ import annotations
 
 import html
+import os
+import sys
+import threading
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,14 +30,40 @@ from fastapi.staticfiles import StaticFiles
 BASE_PATH = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
 
 
+_LOCK = threading.Lock()
+WARMED = threading.Event()  # set once the status was read at start (or failed to be)
+
+
 def _status() -> dict[str, Any]:
     """The status of the home (pipeline_status keeps what it read per table version: a
-    page costs one catalog query while nothing changed)."""
+    page costs one catalog query while nothing changed). One reading at a time: a request
+    during another waits for it and finds what it kept."""
     from cumulus.config import load_settings
     from cumulus.pipeline.config import pipeline_home
     from cumulus.pipeline.status import pipeline_status
 
-    return pipeline_status(load_settings(pipeline_home()))
+    with _LOCK:
+        return pipeline_status(load_settings(pipeline_home()))
+
+
+def _serves_pages() -> bool:
+    """Whether this process is Airflow's API server (every Airflow process imports the
+    plugins; only that one serves the page). $CUMULUS_PLUGIN_WARM_UP=1 or 0 decides."""
+    forced = os.environ.get("CUMULUS_PLUGIN_WARM_UP")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return "api-server" in " ".join(sys.argv) or "api_server" in " ".join(sys.argv)
+
+
+def _warm() -> None:
+    """Read the status once when the API server starts, so the first page finds the
+    ledger's files and the views compiled (a home of 100 epochs: seconds, once)."""
+    try:
+        _status()
+    except Exception:  # noqa: BLE001 - a home not made yet: the page says so when asked
+        pass
+    finally:
+        WARMED.set()
 
 
 def _cell(value: Any) -> str:
@@ -137,6 +166,10 @@ def create_app() -> FastAPI:
     def status() -> JSONResponse:
         return JSONResponse(_status())
 
+    if _serves_pages():
+        threading.Thread(target=_warm, name="cumulus-status-warm-up", daemon=True).start()
+    else:
+        WARMED.set()
     reports = pipeline_home() / "reports"
     app.mount("/reports", StaticFiles(directory=str(reports), html=True, check_dir=False), name="reports")
     return app

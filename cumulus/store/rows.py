@@ -37,8 +37,46 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
         term = IsNull(column) if value is None else EqualTo(column, value)
         expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
     identifier = table.split(".", 1)[1]  # PyIceberg names drop the catalog
-    tbl = reader.load_table(identifier)
-    return tbl.scan(row_filter=expr).to_arrow().to_pylist()
+    return scan_arrow(reader.load_table(identifier).scan(row_filter=expr)).to_pylist()
+
+
+def scan_arrow(scan):
+    """A PyIceberg scan as one Arrow table, each data file read once per process: its rows
+    (under the scan's projection and filter) are kept by file path, and data files never
+    change, so a table that grows by appends (the ledger, the maps) reads only the files
+    added since. A scan with delete files is read whole, as PyIceberg does."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    tasks = list(scan.plan_files())
+    if not tasks or any(task.delete_files for task in tasks):
+        return scan.to_arrow()
+    projection = scan.projection()
+    shape = (str(scan.row_filter), tuple(f.field_id for f in projection.fields), scan.case_sensitive)
+    keys = [(t.file.file_path, shape) for t in tasks]
+    got = {k: _FILES[k] for k in keys if k in _FILES}
+    missing = [t for t, k in zip(tasks, keys, strict=True) if k not in got]
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        arrow = ArrowScan(scan.table_metadata, scan.io, projection, scan.row_filter, scan.case_sensitive)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for task, rows in zip(missing, pool.map(lambda t: arrow.to_table([t]), missing), strict=True):
+                got[(task.file.file_path, shape)] = rows
+                _keep_file((task.file.file_path, shape), rows)
+    return pa.concat_tables([got[k] for k in keys], promote_options="permissive")
+
+
+_FILES: dict[tuple, Any] = {}  # (data file path, projection and filter) -> its rows (Arrow)
+_FILES_BYTES = [0]
+_FILES_KEPT_BYTES = 256 << 20
+
+
+def _keep_file(key: tuple, table) -> None:
+    _FILES[key] = table
+    _FILES_BYTES[0] += table.nbytes
+    while _FILES_BYTES[0] > _FILES_KEPT_BYTES and len(_FILES) > 1:
+        _FILES_BYTES[0] -= _FILES.pop(next(iter(_FILES))).nbytes
 
 
 _KEPT: dict[tuple, tuple[int, list[dict]]] = {}  # (table uuid, schema, table, filter) -> (snapshot, rows)
