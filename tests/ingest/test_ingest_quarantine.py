@@ -12,7 +12,7 @@ import pytest
 from ingestkit import events, write
 
 from cumulus.cli import main
-from cumulus.errors import IngestError
+from cumulus.errors import ExitCode, IngestError
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
 from cumulus.store import ledger
@@ -187,7 +187,7 @@ def test_cli_quarantine_and_epoch_status(spark, home, capsys):
     assert main(["--home", h, "quarantine", "show", qid]) == 0
     shown = capsys.readouterr().out
     assert "reason" in shown and "raw" in shown and "meaning" in shown
-    assert main(["--home", h, "quarantine", "show", "999999"]) == 2
+    assert main(["--home", h, "quarantine", "show", "999999"]) == ExitCode.NOT_FOUND
     assert main(["--home", h, "epoch", "status", "--format", "csv"]) == 0
     status = capsys.readouterr().out.splitlines()
     assert status[0].startswith("epoch,state,")

@@ -8,7 +8,7 @@ from ingestkit import write
 
 from cumulus.cli import main
 from cumulus.config import load_settings
-from cumulus.errors import ConfigError
+from cumulus.errors import ConfigError, ExitCode
 from cumulus.ingest.sources import add_source, default_max_error_rate, get_source, load_sources
 
 
@@ -20,6 +20,9 @@ def test_add_and_list(tmp_path, capsys):
     assert (b.priority, b.landing, b.max_error_rate) == (7, tmp_path / "drop", 0.1)
     assert sorted(load_sources(settings)) == ["pos", "web"]
     assert load_settings(tmp_path).catalog == "cumulus"  # settings still load
+    assert main(["--home", str(tmp_path), "source", "list", "--format", "csv"]) == ExitCode.NOT_A_HOME
+    capsys.readouterr()
+    write(tmp_path / "schema.sql", "CREATE TABLE r (a INT);\n")  # what `cumulus init` writes first
     assert main(["--home", str(tmp_path), "source", "list", "--format", "csv"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "source,priority,landing,max_error_rate"

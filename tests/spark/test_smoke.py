@@ -10,6 +10,7 @@ import json
 import pytest
 
 from cumulus.cli import main
+from cumulus.config import HOME_MARKER
 from cumulus.store.catalog import pyiceberg_catalog
 
 pytestmark = pytest.mark.spark
@@ -54,12 +55,23 @@ def test_pyiceberg_reads_the_same_tag(spark, settings, tagged_table):
 QUERY = "SELECT k, v, CAST(k * 1.5 AS DECIMAL(5,2)) AS d, NULL AS n FROM smoke.events ORDER BY k"
 
 
+@pytest.fixture
+def cli_home(settings):
+    """The session's home as the CLI takes it: commands need an initialized home (one with
+    the schema.sql that `cumulus init` writes first); these tables were made by SQL."""
+    marker = settings.home / HOME_MARKER
+    if not marker.exists():
+        marker.write_text("CREATE TABLE smoke (k INT NOT NULL, v VARCHAR);\n")
+    return settings
+
+
 def _cli(settings, capsys, *args: str) -> str:
     assert main(["--home", str(settings.home), "sql", *args]) == 0
     return capsys.readouterr().out
 
 
-def test_cli_sql_formats(spark, settings, tagged_table, capsys):
+def test_cli_sql_formats(spark, cli_home, tagged_table, capsys):
+    settings = cli_home
     table = _cli(settings, capsys, QUERY).splitlines()
     assert table[0].split(" | ") == ["k", "v", "   d", "   n"]
     assert table[2] == "1 | a | 1.50 | NULL"
@@ -79,6 +91,7 @@ def test_cli_sql_formats(spark, settings, tagged_table, capsys):
     assert lines[1] == '{"k":2,"v":"b","d":3.00,"n":null}'  # decimals exactly as stored
 
 
-def test_cli_sql_reports_errors(spark, settings, capsys):
+def test_cli_sql_reports_errors(spark, cli_home, capsys):
+    settings = cli_home
     assert main(["--home", str(settings.home), "sql", "SELECT * FROM smoke.missing"]) == 2
     assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err
