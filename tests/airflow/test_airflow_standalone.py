@@ -194,6 +194,15 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         assert "Cumulus ledger" in text and "published" in text, text[:2000]
         asked, failed = browser.loads()
         assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
+        drawn = browser.evaluate("""({
+            epochs: document.querySelectorAll('#epochs tr').length - 1,
+            views: document.querySelectorAll('#views tr').length - 1,
+            plots: document.querySelectorAll('#plots svg.plot').length,
+            bars: document.querySelectorAll('#plots svg.plot rect title').length,
+            header: getComputedStyle(document.querySelector('#epochs th')).backgroundColor,
+        })""")
+        assert drawn["epochs"] >= 1 and drawn["views"] == len(DEMO_VIEWS) and drawn["plots"] == 4, drawn
+        assert drawn["bars"] > 0 and drawn["header"] == "rgb(247, 250, 252)", drawn  # the page's own styles
         page = browser.screenshot(shots / "cumulus-plugin-page.png")
         # The epoch's report through the plugin's /cumulus/reports/ (its assets too).
         text = browser.open(f"{api.base}/cumulus/reports/epoch-1/index.html", settle=2)

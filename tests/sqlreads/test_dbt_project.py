@@ -94,6 +94,12 @@ def assert_docs_render_offline(target: Path) -> None:
         asked, failed = browser.loads()
         assert failed == [] and all(u.startswith((base, "data:")) for u in asked), (failed, asked)
         assert "nation_revenue" in text and "stg_cumulus__pricing_summary" in text, text[:2000]
+        drawn = browser.evaluate("""({
+            rows: document.querySelectorAll('table tr').length,
+            font: getComputedStyle(document.body).fontFamily,
+            nav: document.querySelectorAll('a[href*="#!/model/"]').length,
+        })""")
+        assert drawn["rows"] > 1 and drawn["nav"] >= 2 and "Times" not in drawn["font"], drawn  # styled, with tables
         shot = browser.screenshot(REPO / "tests" / "artifacts" / "reports" / "dbt-docs.png")
     finally:
         browser.close()
