@@ -92,8 +92,12 @@ def assert_docs_render_offline(target: Path) -> None:
         base = f"http://127.0.0.1:{server.server_port}"
         text = browser.open(f"{base}/index.html#!/model/model.cumulus.nation_revenue", settle=4)
         asked, failed = browser.loads()
-        assert failed == [] and all(u.startswith((base, "data:")) for u in asked), (failed, asked)
-        assert "nation_revenue" in text and "stg_cumulus__pricing_summary" in text, text[:2000]
+        assert all(u.startswith((base, "data:")) for u in asked), asked  # nothing from another host
+        # dbt docs' own quirk: <img src="{{ getIcon(...) }}"> is asked for once before Angular
+        # fills it in (same origin, aborted); anything else failing is a missing asset.
+        assert [f for f in failed if "%7B%7B" not in f] == [], failed
+        # The model's page: the project tree (staging folded) and the model's details.
+        assert all(x in text for x in ("staging", "marts", "marts.nation_revenue", "Columns")), text[:2000]
         drawn = browser.evaluate("""({
             rows: document.querySelectorAll('table tr').length,
             font: getComputedStyle(document.body).fontFamily,

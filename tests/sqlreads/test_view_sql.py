@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlreadskit import SCALAR_VIEW
 
-from cumulus.errors import ViewSQLError
+from cumulus.errors import NotFoundError, ViewSQLError
 from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.sql.mapsql import tag_of, view_sql
@@ -48,7 +48,7 @@ def test_tag_and_main_differ_and_scalar_has_one_row(spark, tpch_home) -> None:
 
 def test_view_sql_refuses_unknown_views_and_bad_versions(tpch_home) -> None:
     reader = Reader(tpch_home)
-    with pytest.raises(ViewSQLError, match="unknown view nope"):
+    with pytest.raises(NotFoundError, match="unknown view nope"):
         view_sql(reader.compilation, "nope")
     for bad in (0, "it's", ""):
         with pytest.raises(ViewSQLError):
