@@ -59,8 +59,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.views")
 
 
-def latest_closed_epoch(reader, settings: Settings) -> int | None:
-    closed = [r.epoch for r in ledger_rows(reader, settings) if r.state in (CLOSED, PUBLISHED)]
+def latest_closed_epoch(reader, settings: Settings, rows=None) -> int | None:
+    """The newest closed (or published) epoch; `rows`: the ledger rows when read already."""
+    rows = ledger_rows(reader, settings) if rows is None else rows
+    closed = [r.epoch for r in rows if r.state in (CLOSED, PUBLISHED)]
     return max(closed) if closed else None
 
 

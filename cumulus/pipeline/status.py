@@ -101,23 +101,27 @@ def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
     return out
 
 
-def view_statuses(catalog, settings: Settings, now: dt.datetime | None = None, rows=None) -> list[ViewStatus]:
-    """Every view's stable snapshot and freshness; `rows`: the ledger rows when read."""
+def view_statuses(
+    catalog, settings: Settings, now: dt.datetime | None = None, rows=None, versions: dict[str, str] | None = None,
+) -> list[ViewStatus]:
+    """Every view's stable snapshot and freshness; `rows` and `versions`: the ledger rows
+    and table_versions when the caller has read them."""
+    from cumulus.engine.views import latest_closed_epoch
     from cumulus.read import At
-    from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_rows
+    from cumulus.store.ledger import ledger_rows
     from cumulus.store.maps import ENTRIES
     from cumulus.store.tables import MAPS
 
     now = now or dt.datetime.now(dt.UTC)
-    versions = table_versions(catalog, settings)
+    versions = table_versions(catalog, settings) if versions is None else versions
     reader = _reader(catalog, settings, versions)
     try:
         compiled = reader.compilation
     except CumulusError as exc:  # no view registered yet: nothing to show, say why
         return [ViewStatus("-", None, None, None, None, None, None, error=str(exc))]
     rows = ledger_rows(catalog, settings) if rows is None else rows
-    done = [r for r in rows if r.state in (CLOSED, PUBLISHED)]
-    stable = max(done, key=lambda r: r.epoch) if done else None
+    epoch = latest_closed_epoch(catalog, settings, rows)
+    stable = next(r for r in rows if r.epoch == epoch) if epoch is not None else None
     closed_at = stable.closed_at if stable else None
     # Every map is in maps.entries: the views are as fresh as its latest commit.
     newest = _memo(("fresh", settings.home, versions.get(f"{MAPS}.{ENTRIES}")), lambda: _newest_commit(catalog))
@@ -151,7 +155,7 @@ def view_statuses(catalog, settings: Settings, now: dt.datetime | None = None, r
 
 def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
     from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.ledger import OPEN, ledger_rows
+    from cumulus.store.ledger import ledger_rows, open_epoch
     from cumulus.store.tables import files_table, ledger_log_table
 
     if catalog is None:
@@ -161,12 +165,11 @@ def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
     ledger_key = ("ledger", settings.home, versions.get(_local(ledger_log_table(settings))),
                   versions.get(_local(files_table(settings))))
     rows = _memo(ledger_key, lambda: ledger_rows(catalog, settings))
-    opened = [r.epoch for r in rows if r.state == OPEN]
     return {
         "home": str(settings.home),
-        "open_epoch": max(opened) if opened else None,
+        "open_epoch": open_epoch(rows, settings),
         "epochs": _memo((*ledger_key, "epochs"), lambda: [asdict(e) for e in epoch_statuses(catalog, settings, rows)]),
-        "views": [asdict(v) for v in view_statuses(catalog, settings, rows=rows)],
+        "views": [asdict(v) for v in view_statuses(catalog, settings, rows=rows, versions=versions)],
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
