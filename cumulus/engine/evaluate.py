@@ -15,27 +15,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from cumulus.errors import EngineError
 from cumulus.m3.ast import (
-    And,
-    BinOp,
-    Call,
-    Cmp,
-    Cond,
     Const,
     Expr,
-    If,
-    IsNull,
     MapRef,
-    Neg,
-    Not,
-    Or,
     Program,
     Statement,
     Var,
@@ -44,7 +32,9 @@ from cumulus.m3.ast import (
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.validate import CheckedProgram, MapInfo
 from cumulus.parallel import for_each
+from cumulus.schema import STRING
 from cumulus.sql.calculus import rename
+from cumulus.sql.sqltext import expr_sql, spark_literal
 from cumulus.sql.to_m3 import BatchStatement
 from cumulus.store.maps import (
     delta_columns,
@@ -53,68 +43,30 @@ from cumulus.store.maps import (
     map_slice,
     summed,
     value_slot,
-    value_type,
 )
 
 # ---------------------------------------------------------------- expressions
 
 
-def literal(c: Const) -> Column:
-    if c.value is None:
-        return F.lit(None)
-    if c.type == "decimal":
-        d = Decimal(c.value)
-        scale = max(0, -d.as_tuple().exponent)
-        return F.lit(d).cast(T.DecimalType(min(38, max(scale + 1, len(d.as_tuple().digits))), scale))
-    if c.type == "int":
-        return F.lit(int(c.value)).cast(T.LongType())
-    if c.type == "float":
-        return F.lit(float(c.value)).cast(T.DoubleType())
-    return F.lit(c.value)
+def sql_of(e: Expr, env: Callable[[str], str]) -> str:
+    """An M3 expression as Spark SQL text (cumulus.sql.sqltext, exact); `env` names the
+    column of each variable. Spark's NULL semantics are SQL's, as M3's are: arithmetic
+    with NULL is NULL, comparisons with NULL are unknown, CASE takes unknown as false."""
+    for part in e.walk():
+        if isinstance(part, MapRef):
+            raise EngineError(
+                f"map {part.name} is read inside IF or a nested sum; the Spark engine evaluates map reads "
+                "that are factors of a term (every program compiled from SQL is of that form)"
+            )
+    try:
+        return expr_sql(e, env, exact=True)
+    except TypeError as exc:
+        raise EngineError(f"cannot evaluate {e!r} in Spark: {exc}") from exc
 
 
-def column(e: Expr, env: Callable[[str], Column]) -> Column:
-    """An M3 expression as a Spark column; `env` resolves variables to columns. Spark's
-    NULL semantics are SQL's, as M3's are: arithmetic with NULL is NULL, comparisons
-    with NULL are unknown, `when` takes unknown as false."""
-    if isinstance(e, Const):
-        return literal(e)
-    if isinstance(e, Var):
-        return env(e.name)
-    if isinstance(e, BinOp):
-        left, right = column(e.left, env), column(e.right, env)
-        return {"+": left + right, "-": left - right, "*": left * right}[e.op]
-    if isinstance(e, Neg):
-        return -column(e.operand, env)
-    if isinstance(e, Call):
-        return {"YEAR": F.year, "MONTH": F.month, "DAY": F.dayofmonth}[e.func](column(e.args[0], env)).cast("bigint")
-    if isinstance(e, If):
-        return F.when(condition(e.cond, env), column(e.then, env)).otherwise(column(e.else_, env))
-    if isinstance(e, MapRef):
-        raise EngineError(
-            f"map {e.name} is read inside IF or a nested sum; the Spark engine evaluates map reads "
-            "that are factors of a term (every program compiled from SQL is of that form)"
-        )
-    raise EngineError(f"cannot evaluate {type(e).__name__} in Spark")
-
-
-def condition(c: Cond, env: Callable[[str], Column]) -> Column:
-    if isinstance(c, Cmp):
-        left, right = column(c.left, env), column(c.right, env)
-        return {
-            "=": left == right, "<>": left != right, "<": left < right,
-            "<=": left <= right, ">": left > right, ">=": left >= right,
-        }[c.op]
-    if isinstance(c, IsNull):
-        inner = column(c.operand, env)
-        return inner.isNotNull() if c.negated else inner.isNull()
-    if isinstance(c, Not):
-        return ~condition(c.operand, env)
-    if isinstance(c, And):
-        return condition(c.left, env) & condition(c.right, env)
-    if isinstance(c, Or):
-        return condition(c.left, env) | condition(c.right, env)
-    raise EngineError(f"cannot evaluate condition {type(c).__name__} in Spark")
+def quoted(name: str) -> str:
+    """A column name as Spark SQL text."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 # ---------------------------------------------------------------- plans
@@ -212,8 +164,8 @@ StateReader = Callable[[str], DataFrame]  # map name -> rows (k0..kn, value), un
 
 
 def _state_columns(name: str, info: MapInfo, state: DataFrame, tag: str) -> DataFrame:
-    cols = [F.col(k).alias(f"{tag}_k{i}") for i, k in enumerate(info.key_names)]
-    return state.select(*cols, F.col("value").alias(f"{tag}_v"))
+    keys = [f"{quoted(k)} AS {quoted(f'{tag}_k{i}')}" for i, k in enumerate(info.key_names)]
+    return state.selectExpr(*keys, f"value AS {quoted(f'{tag}_v')}")
 
 
 def _batch_copies(events: DataFrame, params: tuple[str, ...], bs: BatchStatement) -> DataFrame:
@@ -265,14 +217,15 @@ def _terms(statements: Sequence[BatchStatement]) -> list[_Term]:
     return out
 
 
-def _env(names: Mapping[str, Column], bound: set[str], target: str) -> Callable[[str], Column]:
-    """Variables as columns: the loop variables `names` bound, else the batch's (`bound`)."""
+def _env(names: Mapping[str, str], bound: set[str], target: str) -> Callable[[str], str]:
+    """Variables as column names (SQL text): the loop variables `names` bound, else the
+    batch's (`bound`)."""
 
-    def env(name: str) -> Column:
+    def env(name: str) -> str:
         if name in names:
             return names[name]
         if name in bound:
-            return F.col(name)
+            return quoted(name)
         raise EngineError(f"variable {name.upper()} is unbound in {target}'s statement")
 
     return env
@@ -280,7 +233,7 @@ def _env(names: Mapping[str, Column], bound: set[str], target: str) -> Callable[
 
 def _joined(
     term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
-) -> tuple[DataFrame, dict[str, Column], set[str]]:
+) -> tuple[DataFrame, dict[str, str], set[str]]:
     """The batch (or its copies) joined with the slice of every map factor of the term's
     chain, the columns of the loop variables those bind, and the batch's columns.
     Missing entries are 0 and a factor of 0 adds nothing: inner joins are exact."""
@@ -291,7 +244,7 @@ def _joined(
         events = events.where(F.col("op") > 0 if bs.sign == "+" else F.col("op") < 0)
     df = _batch_copies(events, params, bs)
     bound = set(df.columns) - {"__op"}
-    names: dict[str, Column] = {}
+    names: dict[str, str] = {}
     env = _env(names, bound, bs.statement.target.name)
     for i, f in enumerate(term.maps):
         tag = f"__f{i}"
@@ -299,26 +252,28 @@ def _joined(
         conds = []
         for j, a in enumerate(f.args):
             if isinstance(a, Var) and a.name not in bound and a.name not in names:
-                names[a.name] = F.col(f"{tag}_k{j}")  # a loop variable: ranges over the map
+                names[a.name] = quoted(f"{tag}_k{j}")  # a loop variable: ranges over the map
             else:
-                conds.append(F.col(f"{tag}_k{j}") == column(a, env))
-        df = df.join(slice_, functools.reduce(lambda x, y: x & y, conds) if conds else F.lit(True), "inner")
+                conds.append(f"{quoted(f'{tag}_k{j}')} = {sql_of(a, env)}")
+        df = df.join(slice_, F.expr(" AND ".join(conds)) if conds else F.lit(True), "inner")
     return df, names, bound
 
 
-def _delta_row(term: _Term, env: Callable[[str], Column], info: MapInfo, columns: Sequence[tuple[str, T.DataType]]) -> Column:
-    """The term's delta as a struct of the delta row columns (its map's slots filled)."""
+def _delta_row(term: _Term, env: Callable[[str], str], info: MapInfo, columns: Mapping[str, str]) -> str:
+    """The term's delta as a struct of the delta row columns (`columns`: name -> Spark
+    type, in order), as SQL text: its map's slots filled, the others NULL. Text, so that
+    a chain's projection is one call into the JVM however many terms and slots it has."""
     # Compiled batch statements are signed by the events' ops; a hand-written trigger's
     # statements already carry their sign and run on events of that sign only.
-    value = F.lit(term.sign).cast("bigint") * (F.col("__op") if term.bs.sign is None else F.abs(F.col("__op")))
+    value = f"(CAST({term.sign} AS BIGINT) * {'`__op`' if term.bs.sign is None else 'abs(`__op`)'})"
     for i in range(len(term.maps)):
-        value = value * F.col(f"__f{i}_v")
+        value = f"({value} * {quoted(f'__f{i}_v')})"
     for f in term.others:
-        value = value * column(f, env)
-    filled = {slot: column(a, env) for slot, a in zip(key_slots(info), term.bs.statement.target.args, strict=True)}
-    filled[value_slot(info.type)] = value.cast(value_type(info))
-    filled["map"] = F.lit(info.name)
-    return F.struct(*[(filled[c] if c in filled else F.lit(None)).cast(t).alias(c) for c, t in columns])
+        value = f"({value} * {sql_of(f, env)})"
+    filled = {slot: sql_of(a, env) for slot, a in zip(key_slots(info), term.bs.statement.target.args, strict=True)}
+    filled[value_slot(info.type)] = value
+    filled["map"] = spark_literal(Const(info.name, STRING))
+    return "named_struct(" + ", ".join(f"'{c}', CAST({filled.get(c, 'NULL')} AS {t})" for c, t in columns.items()) + ")"
 
 
 def relation_deltas(
@@ -328,7 +283,7 @@ def relation_deltas(
     whose joins are the same (the batch joined with the same map slices on the same
     arguments) share one join, from which a single projection yields each term's row:
     a plan's cost in Spark grows with its operators, not with the batch."""
-    columns = delta_columns(plan.maps.values())
+    columns = {c: t.simpleString() for c, t in delta_columns(plan.maps.values())}
     chains: dict[tuple, list[_Term]] = {}
     for term in _terms(plan.statements[rel]):
         chains.setdefault(term.chain, []).append(term)
@@ -338,7 +293,8 @@ def relation_deltas(
         df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, state)
         rows = [_delta_row(t, _env(names, bound, t.bs.statement.target.name), plan.maps[t.bs.statement.target.name], columns)
                 for t in group]
-        out = df.select((rows[0] if len(rows) == 1 else F.explode(F.array(*rows))).alias("d")).select("d.*")
+        row = rows[0] if len(rows) == 1 else "explode(array(" + ", ".join(rows) + "))"
+        out = df.selectExpr(f"{row} AS d").select("d.*")
         return out.where(live())
 
     return union_all(list(for_each(build, list(chains), workers, f"{rel} deltas").values()))

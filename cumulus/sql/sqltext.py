@@ -1,38 +1,80 @@
-"""Calculus -> SQL text, for people: the comment above each compiled map saying which
-aggregate query it holds. Not used for evaluation."""
+"""Calculus -> SQL text: for people (the comment above each compiled map saying which
+aggregate query it holds) and, `exact`, for Spark to evaluate (cumulus.engine.evaluate
+builds its plans from this text: one call into the JVM per projection, not one per
+column)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from cumulus.m3.ast import And, BinOp, Call, Cmp, Const, Expr, If, IsNull, Neg, Not, Or, Var
 from cumulus.m3.printer import format_const
-from cumulus.schema import Schema
+from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, STRING, Schema
 from cumulus.sql.calculus import Query
 
+SPARK_FUNCTIONS = {"YEAR": "year", "MONTH": "month", "DAY": "dayofmonth"}  # M3 Call -> Spark SQL
 
-def expr_sql(e: Expr, ref) -> str:
+
+def expr_sql(e: Expr, ref, exact: bool = False) -> str:
+    """`e` as SQL; `ref` names a variable. `exact`: Spark SQL whose types are the M3
+    types (typed literals, YEAR/MONTH/DAY as BIGINT) and whose every operator is
+    parenthesized; else SQL for people to read."""
+    def sql(x: Expr) -> str:
+        return expr_sql(x, ref, exact)
+
     if isinstance(e, Var):
         return ref(e.name)
     if isinstance(e, Const):
+        if exact:
+            return spark_literal(e)
         return "NULL" if e.value is None else format_const(e).replace("e0", "")
     if isinstance(e, BinOp):
-        return f"({expr_sql(e.left, ref)} {e.op} {expr_sql(e.right, ref)})"
+        return f"({sql(e.left)} {e.op} {sql(e.right)})"
     if isinstance(e, Neg):
-        return f"-{expr_sql(e.operand, ref)}"
+        return f"(-{sql(e.operand)})" if exact else f"-{sql(e.operand)}"
     if isinstance(e, Call):
-        return f"EXTRACT({e.func} FROM {expr_sql(e.args[0], ref)})"
+        if exact:
+            return f"CAST({SPARK_FUNCTIONS[e.func]}({sql(e.args[0])}) AS BIGINT)"
+        return f"EXTRACT({e.func} FROM {sql(e.args[0])})"
     if isinstance(e, If):
-        return f"CASE WHEN {expr_sql(e.cond, ref)} THEN {expr_sql(e.then, ref)} ELSE {expr_sql(e.else_, ref)} END"
+        return f"CASE WHEN {sql(e.cond)} THEN {sql(e.then)} ELSE {sql(e.else_)} END"
     if isinstance(e, Cmp):
-        return f"{expr_sql(e.left, ref)} {e.op} {expr_sql(e.right, ref)}"
+        return f"({sql(e.left)} {e.op} {sql(e.right)})" if exact else f"{sql(e.left)} {e.op} {sql(e.right)}"
     if isinstance(e, IsNull):
-        return f"{expr_sql(e.operand, ref)} IS {'NOT ' if e.negated else ''}NULL"
+        text = f"{sql(e.operand)} IS {'NOT ' if e.negated else ''}NULL"
+        return f"({text})" if exact else text
     if isinstance(e, Not):
-        return f"NOT ({expr_sql(e.operand, ref)})"
+        return f"(NOT {sql(e.operand)})" if exact else f"NOT ({sql(e.operand)})"
     if isinstance(e, And):
-        return f"{expr_sql(e.left, ref)} AND {expr_sql(e.right, ref)}"
+        return f"({sql(e.left)} AND {sql(e.right)})" if exact else f"{sql(e.left)} AND {sql(e.right)}"
     if isinstance(e, Or):
-        return f"({expr_sql(e.left, ref)} OR {expr_sql(e.right, ref)})"
+        return f"({sql(e.left)} OR {sql(e.right)})"
     raise TypeError(f"no SQL for {e!r}")
+
+
+def spark_literal(c: Const) -> str:
+    """A constant as a Spark SQL literal of its M3 type: BIGINT, DOUBLE, DECIMAL(p,s) with
+    the constant's own digits (so products keep their exact scale), STRING, DATE, BOOLEAN."""
+    v = c.value
+    if v is None:
+        return "NULL"
+    if c.type == DECIMAL:
+        text = format(Decimal(v), "f")
+        whole, _, fraction = text.lstrip("-").partition(".")
+        scale = len(fraction)
+        precision = min(38, max(scale + 1, len(whole.lstrip("0")) + scale))
+        return f"CAST('{text}' AS DECIMAL({precision},{scale}))"
+    if c.type == INT:
+        return f"CAST({int(v)} AS BIGINT)"  # type: ignore[call-overload]
+    if c.type == FLOAT:
+        return f"CAST('{float(v)!r}' AS DOUBLE)"  # type: ignore[arg-type]
+    if c.type == STRING:
+        return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if c.type == DATE:
+        return f"DATE '{v.isoformat()}'"  # type: ignore[attr-defined]
+    if c.type == BOOL:
+        return "TRUE" if v else "FALSE"
+    raise TypeError(f"no Spark literal for a constant of type {c.type}")
 
 
 def query_sql(q: Query, schema: Schema) -> str:

@@ -94,3 +94,32 @@ def test_hand_written_program_in_batches_equals_the_interpreter(spark) -> None:
     want = Interpreter(checked).run(events)
     for m in checked.maps:
         assert normalize(got[m]) == normalize(want.entries(m)), m
+
+
+def test_constants_and_expressions_as_spark_sql_keep_value_and_type(spark) -> None:
+    """The evaluator's SQL text (sqltext.expr_sql, exact): each M3 constant reads back
+    from Spark as itself, with its M3 type; a negated negative constant is not a comment."""
+    import datetime as dt
+
+    from cumulus.engine.evaluate import sql_of
+    from cumulus.m3.ast import BinOp, Call, Const, Neg, Var
+
+    cases = [
+        (Const(Decimal("0.05"), "decimal"), Decimal("0.05"), "decimal(3,2)"),
+        (Const(Decimal("1E+2"), "decimal"), Decimal("100"), "decimal(3,0)"),
+        (Const(Decimal("-12.500"), "decimal"), Decimal("-12.500"), "decimal(5,3)"),
+        (Const("it's a \\ path", "string"), "it's a \\ path", "string"),
+        (Const(dt.date(1995, 9, 1), "date"), dt.date(1995, 9, 1), "date"),
+        (Const(-7, "int"), -7, "bigint"),
+        (Const(2.5, "float"), 2.5, "double"),
+        (Const(True, "bool"), True, "boolean"),
+        (Neg(Const(-5, "int")), 5, "bigint"),
+        (BinOp("-", Const(1, "int"), Neg(Const(-5, "int"))), -4, "bigint"),
+        (Call("YEAR", (Var("d"),)), 1995, "bigint"),
+    ]
+    env = {"d": "DATE '1995-09-01'"}.__getitem__
+    select = ", ".join(f"{sql_of(e, env)} AS c{i}" for i, (e, _, _) in enumerate(cases))
+    df = spark.sql(f"SELECT {select}")
+    row = df.first()
+    for i, (e, value, type_) in enumerate(cases):
+        assert (row[i], df.schema[i].dataType.simpleString()) == (value, type_), e
