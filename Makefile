@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-corpus test-unit test-spark lint demo sql-server engine
+.PHONY: setup test test-corpus test-unit test-spark lint dbt-generate demo sql-server engine
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,12 @@ test-spark: setup
 
 lint: setup
 	.venv/bin/ruff check .
+
+# The dbt project's generated staging layer (models/staging) from the demo's views, in
+# name order as the demo registers them (docs/dbt.md). CI runs the same command with
+# --check (tests/sqlreads/test_dbt_generated.py, main tier) and fails on stale files.
+dbt-generate: setup
+	.venv/bin/cumulus dbt generate --schema demo/tpch_schema.sql $(sort $(wildcard demo/views/*.sql))
 
 demo: setup
 	bash scripts/demo.sh

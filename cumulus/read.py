@@ -47,13 +47,13 @@ class Reader:
     # -- metadata
     @cached_property
     def compilation(self):
-        from cumulus.engine.registry import compile_registered, registered_views
+        from cumulus.engine.registry import compile_registered, live, registry
         from cumulus.store.home import load_home_schema
 
-        views = registered_views(self.catalog, self.settings)
-        if not views:
+        rows = registry(self.catalog, self.settings)
+        if not live(rows):
             raise ReadError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
-        return compile_registered(load_home_schema(self.settings), views)
+        return compile_registered(load_home_schema(self.settings), rows)
 
     def latest_epoch(self) -> int:
         from cumulus.engine.views import latest_closed_epoch

@@ -1,4 +1,4 @@
-"""cumulus_dbt: the dbt project (models/) on every published stable snapshot.
+"""cumulus_dbt: the dbt project (dbt_project.yml, models/) on every published stable snapshot.
 
     build    one `dbt build`: every model and test, in dbt's order, one dbt process
 

@@ -1,7 +1,8 @@
-"""`cumulus dbt ...`: the dbt project (models/) on a Cumulus home.
+"""`cumulus dbt ...`: the dbt project (dbt_project.yml at the repository root) on a Cumulus home.
 
     cumulus dbt profile                  write <home>/dbt/profiles.yml from the settings
-    cumulus dbt generate [--check]       the generated staging models (cumulus/dbt/generate.py)
+    cumulus dbt generate [--check]       the generated staging models (cumulus/dbt/generate.py);
+                                         --check: exit 1 naming the stale files, writing none
     cumulus dbt [--epoch N] COMMAND ...  any dbt command (run, build, test, docs generate,
                                          ls, debug, ...) with the profile written first and
                                          the home's target/ and logs/"""
@@ -19,20 +20,21 @@ from cumulus.errors import CumulusError
 HELP = """\
 commands:
   profile                 write <home>/dbt/profiles.yml from the Cumulus settings and print its path
-  generate [--check]      write the staging models and sources from the views (--check: only compare)
+  generate [--check]      write models/staging from the views (--check: exit 1 if a file is stale)
   COMMAND [ARGS...]       run dbt COMMAND on the home: run, build, test, docs generate, ls, debug, ...
 
 examples:
   cumulus --home H dbt build                      # the latest published epoch
   cumulus --home H dbt --epoch 3 build            # tag epoch-3
   cumulus --home H dbt docs generate
-  cumulus dbt generate --schema demo/tpch_schema.sql demo/views/*.sql
+  cumulus dbt generate --schema demo/tpch_schema.sql demo/views/*.sql           # the demo's
+  cumulus dbt generate --check --schema demo/tpch_schema.sql demo/views/*.sql   # what CI runs
 """
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "dbt", help="run the dbt project (models/) on the home's stable snapshots",
+        "dbt", help="run the dbt project (dbt_project.yml, models/) on the home's stable snapshots",
         description="Run dbt on the Cumulus home: a dbt-spark session on the home's Iceberg "
         "catalog, reading the maps at a published epoch's tag.",
         epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -67,7 +69,7 @@ def _profile(args: argparse.Namespace, rest: list[str]) -> int:
 
 def _generate(args: argparse.Namespace, rest: list[str]) -> int:
     from cumulus.dbt.generate import generate
-    from cumulus.dbt.profile import project_dir
+    from cumulus.dbt.profile import PROJECT_ENV, project_dir
 
     parser = argparse.ArgumentParser(
         prog="cumulus dbt generate",
@@ -76,19 +78,23 @@ def _generate(args: argparse.Namespace, rest: list[str]) -> int:
     )
     parser.add_argument("views", nargs="*", help="view files (name: the file's stem); none: the home's views")
     parser.add_argument("--schema", help="the schema DDL for view files (default: the home's)")
-    parser.add_argument("--project-dir", type=Path, default=None, help="the dbt project (default: models/)")
-    parser.add_argument("--check", action="store_true", help="only report files that differ; exit 1 if any")
+    parser.add_argument("--project-dir", type=Path, default=None,
+                        help=f"the dbt project (default: ${PROJECT_ENV}, else the repository root)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 with one line naming the generated files that are missing, "
+                        "differ or are stale")
     opts = parser.parse_args(rest)
     compilation = _compile(args, opts)
     generated = generate(compilation)
     project = opts.project_dir or project_dir()
-    if opts.check:
+    if opts.check:  # like `ruff format --check`: one line, exit 1 when anything would change
         diffs = generated.differences(project)
-        for line in diffs:
-            print(line)
-        print("generated files are up to date" if not diffs else "run `cumulus dbt generate` to update them",
-              file=sys.stderr)
-        return 1 if diffs else 0
+        if diffs:
+            print(f"cumulus dbt generate --check: {len(diffs)} generated file(s) out of date in {project}: "
+                  f"{'; '.join(diffs)} (run the same command without --check to rewrite them)", file=sys.stderr)
+            return 1
+        print(f"{len(generated.files)} generated files up to date", file=sys.stderr)
+        return 0
     written = generated.write(project)
     for path in written:
         print(f"wrote {path}")

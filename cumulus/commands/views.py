@@ -1,4 +1,4 @@
-"""`cumulus view add|list|show`, `cumulus apply`, `cumulus read`: the engine from the
+"""`cumulus view add|drop|list|show|sql`, `cumulus apply`, `cumulus read`: the engine from the
 command line. Writes run a Spark job; reads use PyIceberg (no JVM)."""
 
 from __future__ import annotations
@@ -29,6 +29,24 @@ def cmd_view_add(args: argparse.Namespace) -> int:
     plan = compiled.views[name]
     print(f"view {plan.name}: registered; columns {', '.join(plan.column_names)}; reads maps {', '.join(plan.maps)}")
     print(f"view {plan.name}: in SQL, views_stable.{plan.name} (the latest closed epoch) and views.{plan.name} (fresh)")
+    return 0
+
+
+def cmd_view_drop(args: argparse.Namespace) -> int:
+    from cumulus.engine.registry import is_registered, registry
+    from cumulus.store.catalog import pyiceberg_catalog
+
+    name = args.name.lower()
+    settings = settings_from_args(args)
+    is_registered(registry(pyiceberg_catalog(settings), settings), name)  # an unknown name is refused without a JVM
+    dropped = engine_for(args).drop_view(name)
+    if not dropped.was_registered:
+        print(f"view {name}: was dropped already; removed what a stopped drop left: "
+              f"the rows of {len(dropped.removed)} maps")
+        return 0
+    shared = f"; kept {len(dropped.shared)} maps other views share ({', '.join(dropped.shared)})" if dropped.shared else ""
+    print(f"view {name}: dropped; views.{name} and views_stable.{name} removed; "
+          f"the rows of {len(dropped.removed)} maps no other view needs removed{shared}")
     return 0
 
 
@@ -113,7 +131,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    view = subparsers.add_parser("view", help="register, list and show views")
+    view = subparsers.add_parser("view", help="register, drop, list and show views")
     sub = view.add_subparsers(dest="view_command", metavar="SUBCOMMAND")
     sub.required = True
     add = sub.add_parser("add", help="compile a view with the registered ones, create and back-fill its maps")
@@ -121,6 +139,15 @@ def register(subparsers) -> None:
     add.add_argument("sql", help="a file holding the view's SELECT, or an M3 program (*.m3); '-' for standard input")
     add.add_argument("--m3", action="store_true", help="the input is a hand-written M3 program (implied by .m3)")
     add.set_defaults(func=cmd_view_add)
+    drop = sub.add_parser(
+        "drop", help="drop a view: its catalog views and the maps no other view needs",
+        description="Drop a registered view (or hand-written program). Its catalog views go, and "
+        "the rows of its maps that no other view needs are deleted from the fresh state; maps "
+        "other views share stay. Tags of closed epochs keep what they hold. The name stays "
+        "reserved: map names come from view names.",
+    )
+    drop.add_argument("name")
+    drop.set_defaults(func=cmd_view_drop)
     ls = sub.add_parser("list", help="the registered views")
     ls.add_argument("--format", choices=FORMATS, default="table")
     ls.set_defaults(func=cmd_view_list)

@@ -25,8 +25,9 @@ PROJECT_ENV = "CUMULUS_DBT_PROJECT_DIR"
 
 
 def project_dir() -> Path:
-    """The dbt project: $CUMULUS_DBT_PROJECT_DIR, else the repository's models/."""
-    return Path(os.environ.get(PROJECT_ENV) or REPO_ROOT / "models")
+    """The dbt project: $CUMULUS_DBT_PROJECT_DIR, else the repository root (dbt_project.yml,
+    models/staging and models/marts, macros/, tests/dbt/)."""
+    return Path(os.environ.get(PROJECT_ENV) or REPO_ROOT)
 
 
 def dbt_dir(settings: Settings) -> Path:
@@ -122,7 +123,7 @@ def dbt_env(settings: Settings) -> dict[str, str]:
     are, and what the session factory would set for a local Spark driver."""
     env = {
         "CUMULUS_HOME": str(settings.home),
-        "CUMULUS_CATALOG": settings.catalog,  # the sources name the catalog (models/)
+        "CUMULUS_CATALOG": settings.catalog,  # the sources name the catalog (models/staging)
         "DBT_PROFILES_DIR": str(dbt_dir(settings)),
         "DBT_PROJECT_DIR": str(project_dir()),
         "DBT_TARGET_PATH": str(dbt_dir(settings) / "target"),

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from cumulus.engine.apply import ApplyRecord
     from cumulus.engine.evaluate import BatchPlan
+    from cumulus.engine.views import Dropped
     from cumulus.ingest.report import IngestReport
     from cumulus.quality.validate import Outcome
     from cumulus.schema import Schema
@@ -102,7 +103,8 @@ class Engine:
         from cumulus.engine.registry import (
             batch_plan,
             compile_registered,
-            registered_views,
+            live,
+            registry,
             views_table,
         )
         from cumulus.store.commit import table_metadata
@@ -112,10 +114,10 @@ class Engine:
         except (Py4JJavaError, NoSuchTableError):  # no view was ever added: the table does not exist
             state = None
         if self._compiled is None or state is None or self._compiled[0] != state:
-            views = registered_views(self.spark, self.settings)
-            if not views:
+            rows = registry(self.spark, self.settings)
+            if not live(rows):
                 raise NotFoundError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
-            compilation = compile_registered(self.schema, views)
+            compilation = compile_registered(self.schema, rows)
             self._compiled = (state, compilation, batch_plan(compilation))
         return self._compiled[1], self._compiled[2]
 
@@ -200,6 +202,13 @@ class Engine:
 
         self._compiled = None
         return add_view(self.spark, self.settings, self.schema, name, text, kind)
+
+    def drop_view(self, name: str) -> Dropped:
+        """Drop a registered view: its catalog views, and the maps no other view needs."""
+        from cumulus.engine.views import drop_view
+
+        self._compiled = None
+        return drop_view(self.spark, self.settings, self.schema, name)
 
     def maintain(self, **options: Any) -> list:
         """Expire snapshots and compact every table (cumulus.store.maintenance.maintain)."""

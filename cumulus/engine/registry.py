@@ -5,12 +5,13 @@ view keeps every existing map and its table, and adds tables for the new maps on
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
-from cumulus.errors import ViewError
+from cumulus.errors import NotFoundError, ViewError
 from cumulus.schema import Schema
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.rows import Reader, read_rows
@@ -30,6 +31,7 @@ VIEWS_COLUMNS = (
 
 
 SQL, M3 = "sql", "m3"
+DROPPED = "dropped"  # the kind of the row `view drop` appends: the view of that name is gone
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ def ensure_views_table(spark: SparkSession, settings: Settings) -> None:
     ensure_table(spark, views_table(settings), VIEWS_COLUMNS)
 
 
-def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:
-    """The views in registration order ([] before the first `view add`)."""
+def registry(reader: Reader, settings: Settings) -> list[RegisteredView]:
+    """Every row of the registry in registration order ([] before the first `view add`):
+    the views ever added, and a `dropped` row for each view dropped since."""
     try:
         rows = read_rows(reader, views_table(settings))
     except Exception as exc:  # the table does not exist yet
@@ -62,14 +65,76 @@ def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]
     return [RegisteredView(**{**r, "kind": r.get("kind") or SQL}) for r in sorted(rows, key=lambda r: r["position"])]
 
 
-def compile_registered(schema: Schema, views: list[RegisteredView]) -> Compilation:
-    """One program for everything registered: the SQL views compiled together (sharing
-    maps), then each hand-written M3 program added with its own maps."""
+def live(rows: list[RegisteredView]) -> list[RegisteredView]:
+    """The registry's views that were not dropped."""
+    gone = dropped(rows)
+    return [v for v in rows if v.kind != DROPPED and v.name not in gone]
+
+
+def dropped(rows: list[RegisteredView]) -> set[str]:
+    return {v.name for v in rows if v.kind == DROPPED}
+
+
+def is_registered(rows: list[RegisteredView], name: str) -> bool:
+    """True for a registered view, False for one dropped before (a retry of `view drop`);
+    NotFoundError for a name the registry never had."""
+    if any(v.name == name for v in live(rows)):
+        return True
+    if name in dropped(rows):
+        return False
+    views = ", ".join(v.name for v in live(rows)) or "none"
+    raise NotFoundError(f"no view named {name} is registered (views: {views})")
+
+
+def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:
+    """The views registered and not dropped, in registration order."""
+    return live(registry(reader, settings))
+
+
+def compile_registered(schema: Schema, rows: list[RegisteredView]) -> Compilation:
+    """One program for everything registered (`rows`: the registry, `registry`): the SQL
+    views compiled together (sharing maps), then each hand-written M3 program added with
+    its own maps. Dropped views are compiled too, in their place, so that every map keeps
+    its name (map names come from the view that first needed them, and old epochs' tags
+    hold the maps under those names); then they are left out (`without`)."""
+    views = [v for v in rows if v.kind != DROPPED]
     compiled = compile_views(schema, [(v.name, v.sql) for v in views if v.kind == SQL])
+    programs: dict[str, set[str]] = {}  # program -> its maps
     for v in views:
         if v.kind == M3:
+            before = set(compiled.checked.maps)
             compiled = with_program(compiled, v.name, v.sql)
-    return compiled
+            programs[v.name] = set(compiled.checked.maps) - before
+    return without(compiled, dropped(rows), programs)
+
+
+def needed_maps(compiled: Compilation, views: Iterable[str], programs: Mapping[str, set[str]]) -> set[str]:
+    """The maps the views' results depend on (directly or through the deltas of other
+    maps), and the maps of the hand-written programs named in `programs`."""
+    out = {m for m, users in compiled.sharing().items() if set(users) & set(views)}
+    for maps in programs.values():
+        out |= maps
+    return out
+
+
+def without(compiled: Compilation, gone: set[str], programs: Mapping[str, set[str]]) -> Compilation:
+    """The compilation without the views (and hand-written programs) in `gone`: only the
+    maps the others need, and only the statements that write those."""
+    if not gone:
+        return compiled
+    views = {n: v for n, v in compiled.views.items() if n not in gone}
+    needed = needed_maps(compiled, views, {p: m for p, m in programs.items() if p not in gone})
+    program = compiled.checked.program
+    triggers = tuple(
+        replace(t, statements=tuple(s for s in t.statements if s.target.name in needed)) for t in program.triggers
+    )
+    program = replace(program, decls=tuple(d for d in program.decls if d.name in needed), triggers=triggers)
+    checked = replace(compiled.checked, program=program, maps={m: i for m, i in compiled.checked.maps.items() if m in needed})
+    return replace(
+        compiled, checked=checked, views=views,
+        maps={m: d for m, d in compiled.maps.items() if m in needed},
+        batch={r: [bs for bs in stmts if bs.statement.target.name in needed] for r, stmts in compiled.batch.items()},
+    )
 
 
 def with_program(compiled: Compilation, name: str, text: str) -> Compilation:

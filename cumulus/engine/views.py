@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -27,6 +28,7 @@ from cumulus.engine.evaluate import BatchPlan, restricted
 from cumulus.engine.publish import create_catalog_views, move_stable
 from cumulus.engine.recompute import evaluate_from_base
 from cumulus.engine.registry import (
+    DROPPED,
     M3,
     SQL,
     VIEWS_COLUMNS,
@@ -34,8 +36,12 @@ from cumulus.engine.registry import (
     ViewError,
     batch_plan,
     compile_registered,
+    dropped,
     ensure_views_table,
-    registered_views,
+    is_registered,
+    live,
+    needed_maps,
+    registry,
     views_table,
 )
 from cumulus.schema import Schema
@@ -91,14 +97,19 @@ def add_view(
     ensure_views_table(spark, settings)
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"view add {name}"):
-        views = registered_views(spark, settings)
-        if any(v.name == name for v in views):
+        rows = registry(spark, settings)
+        if any(v.name == name for v in live(rows)):
             raise ViewError(f"a view named {name} is already registered (cumulus view show {name})")
+        if name in dropped(rows):
+            raise ViewError(
+                f"a view named {name} was dropped; its name stays reserved (map names come from view names, "
+                "and the tags of older epochs hold its maps under them): register it under another name"
+            )
         if kind not in (SQL, M3):
             raise ViewError(f"unknown view kind {kind!r} (sql or m3)")
-        new = RegisteredView(name, sql, kind, len(views), 0, None)
-        compiled = compile_registered(schema, views + [new])  # refuses unsupported SQL here
-        before = compile_registered(schema, views).checked.maps if views else {}
+        new = RegisteredView(name, sql, kind, len(rows), 0, None)
+        compiled = compile_registered(schema, rows + [new])  # refuses unsupported SQL here
+        before = compile_registered(schema, rows).checked.maps if rows else {}
         epoch = current_epoch(spark, settings)
         check_in_order(ledger_rows(spark, settings), epoch, f"view {name} cannot be added yet", settings)
         if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
@@ -113,8 +124,8 @@ def add_view(
         # Before the first close base.* is empty (a fold commits only inside a close,
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
-            rows = backfill(spark, settings, plan, added, name, closed)
-            log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), rows, closed)
+            written = backfill(spark, settings, plan, added, name, closed)
+            log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), written, closed)
         if closed is not None:
             # The closed epoch's tag and ledger row now name the snapshot with the back-fill.
             snap = current_snapshot_id(spark, maps_table(settings))
@@ -123,10 +134,61 @@ def add_view(
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
             move_stable(spark, {maps_table(settings): snap})
-        row = (name, sql, kind, len(views), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
+        row = (name, sql, kind, len(rows), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
         return compiled
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """What `view drop` did: the maps it removed (no other view needs them), the maps of
+    the view it kept (other views need them), and whether the view was registered until
+    now (False: a retry that only finished removing)."""
 
+    name: str
+    removed: list[str]
+    shared: list[str]
+    was_registered: bool
+
+
+def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str) -> Dropped:
+    """Drop a registered view (or hand-written program): a `dropped` row in the registry
+    (so the view's name and its maps' names stay reserved: old epochs' tags read them),
+    its catalog views (views.<name>, views_stable.<name>), and the rows of every map that
+    no remaining view needs, in one delete commit of maps.entries (a metadata-only delete:
+    a map is a partition). Maps other views share stay and keep being maintained. The
+    tags and the stable branch keep what they read: `cumulus view sql` of an older epoch
+    reads other views as before. Idempotent: a retry after a crash finds the view dropped
+    and finishes removing what is left."""
+    from pyspark.sql import functions as F
+
+    from cumulus.engine.publish import view_names
+
+    ensure_views_table(spark, settings)
+    with catalog_lock(settings, f"view drop {name}"):
+        rows = registry(spark, settings)
+        registered = is_registered(rows, name)
+        if registered:
+            epoch = current_epoch(spark, settings)
+            at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+            marker = RegisteredView(name, "", DROPPED, len(rows), epoch, at)
+            ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
+            spark.createDataFrame([(name, "", DROPPED, len(rows), epoch, at)], ddl).writeTo(views_table(settings)).append()
+            rows = [*rows, marker]
+        everything = compile_registered(schema, [v for v in rows if v.kind != DROPPED])
+        kept = compile_registered(schema, rows).checked.maps
+        shared = sorted(needed_maps(everything, [name], {}) & set(kept))
+        unneeded = sorted(set(everything.checked.maps) - set(kept))  # of this view and of any dropped before
+        removed: list[str] = []
+        table = maps_table(settings)
+        if unneeded and spark.catalog.tableExists(table):
+            present = spark.table(table).where(F.col("map").isin(unneeded)).select("map").distinct().collect()
+            removed = sorted(r["map"] for r in present)
+            if removed:
+                names = ", ".join("'" + m.replace("'", "''") + "'" for m in removed)
+                spark.sql(f"DELETE FROM {table} WHERE map IN ({names})")
+        for target in view_names(settings, name):
+            spark.sql(f"DROP VIEW IF EXISTS {target}")
+        log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))
+        return Dropped(name, removed, shared, registered)

@@ -23,7 +23,7 @@ VIEWS = {
     "segment_orders": REPO / "tests" / "airflow" / "views" / "segment_orders.sql",
     "order_priority_mix": REPO / "demo" / "views" / "order_priority_mix.sql",
 }
-# The demo's views: the ones the dbt project (models/) is generated for.
+# The demo's views: the ones the dbt project's staging layer (models/staging) is generated for.
 DEMO_VIEWS = {p.stem: p for p in sorted((REPO / "demo" / "views").glob("*.sql"))}
 START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 INTERVAL = dt.timedelta(days=1)

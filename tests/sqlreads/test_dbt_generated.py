@@ -1,14 +1,22 @@
-"""The committed generated layer of the dbt project (models/models/staging) equals a fresh
-`cumulus dbt generate` from the demo views, and the profile and task environment carry
-the session factory's settings; dbt's run results are read per node. No JVM."""
+"""The dbt project (dbt_project.yml at the repository root): its generated layer
+(models/staging) equals a fresh `cumulus dbt generate` from the demo views (the command's
+--check, as CI runs it) and is marked as generated; dbt itself parses the project
+(models, docs blocks, exposures) with a throwaway profile; the profile and task
+environment carry the session factory's settings; dbt's run results are read per node.
+No JVM: `dbt parse` connects to nothing."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
+import pytest
 import yaml
 from sqlreadskit import DEMO_VIEWS, REPO, SCHEMA
 
+from cumulus.cli import main
 from cumulus.config import Settings
-from cumulus.dbt.generate import generate, staging_model
+from cumulus.dbt.generate import GENERATED_BY, MARKER, STAGING, generate, staging_model
 from cumulus.dbt.profile import PROFILE, TARGET, dbt_env, profile_text, write_profile
 from cumulus.dbt.run import invocation, run_results
 from cumulus.pipeline.dbt import stable_epoch
@@ -16,7 +24,8 @@ from cumulus.schema import load_schema
 from cumulus.spark.session import spark_conf
 from cumulus.sql.views import compile_views
 
-PROJECT = REPO / "models"
+PROJECT = REPO  # dbt_project.yml; models/staging, models/marts; macros/; tests/dbt/
+GENERATE = ["dbt", "generate", "--schema", str(SCHEMA), *map(str, DEMO_VIEWS)]  # the demo's views, in order
 
 
 def demo_generation():
@@ -24,11 +33,52 @@ def demo_generation():
     return generate(compile_views(load_schema(SCHEMA), views))
 
 
-def test_committed_staging_models_equal_a_fresh_generation() -> None:
-    generated = demo_generation()
-    assert generated.differences(PROJECT) == [], "run: cumulus dbt generate --schema demo/tpch_schema.sql demo/views/*.sql"
-    names = {p.name for p in generated.files}
+def test_committed_staging_models_equal_a_fresh_generation(capsys) -> None:
+    """What CI checks: `cumulus dbt generate --check` on the committed files."""
+    code = main([*GENERATE, "--check"])
+    err = capsys.readouterr().err
+    assert code == 0, f"{err}\nrun: cumulus dbt generate --schema demo/tpch_schema.sql demo/views/*.sql"
+    names = {p.name for p in demo_generation().files}
     assert {f"{staging_model(p.stem)}.sql" for p in DEMO_VIEWS} <= names
+
+
+def test_generate_rewrites_and_check_names_the_stale_files(tmp_path, capsys) -> None:
+    project = ["--project-dir", str(tmp_path)]
+    assert main([*GENERATE, *project, "--check"]) == 1  # nothing written yet: every file missing
+    assert main([*GENERATE, *project]) == 0
+    assert main([*GENERATE, *project, "--check"]) == 0
+    capsys.readouterr()
+    edited = tmp_path / STAGING / f"{staging_model('pricing_summary')}.sql"
+    edited.write_text("select 1\n")
+    stale = tmp_path / STAGING / f"{staging_model('gone')}.sql"
+    stale.write_text("select 1\n")
+    before = {p: p.read_text() for p in (tmp_path / STAGING).iterdir()}
+    assert main([*GENERATE, *project, "--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err, err  # one line, like `ruff format --check`
+    assert f"{STAGING / edited.name}: differs" in err and f"{STAGING / stale.name}: not generated" in err
+    assert {p: p.read_text() for p in (tmp_path / STAGING).iterdir()} == before  # --check writes nothing
+    assert main([*GENERATE, *project]) == 0
+    assert not stale.exists() and edited.read_text().startswith(f"-- {MARKER}")
+    assert main([*GENERATE, *project, "--check"]) == 0
+
+
+def test_generated_files_are_marked() -> None:
+    """A header line for readers, `meta.generated_by` for dbt (its manifest), and
+    linguist-generated for GitHub's diffs (.gitattributes)."""
+    files = sorted(demo_generation().files)
+    for rel in files:
+        first = (PROJECT / rel).read_text().splitlines()[0]
+        assert MARKER in first and first.startswith(("-- ", "# ")), (rel, first)
+    models = yaml.safe_load((PROJECT / STAGING / "_cumulus__models.yml").read_text())["models"]
+    assert all(m["config"]["meta"]["generated_by"] == GENERATED_BY for m in models)
+    sources = yaml.safe_load((PROJECT / STAGING / "_cumulus__sources.yml").read_text())["sources"]
+    assert all(s["config"]["meta"]["generated_by"] == GENERATED_BY for s in sources)
+    written_by_hand = [STAGING.parent / "marts" / "nation_revenue.sql", STAGING.parent / "marts" / "_marts.yml"]
+    attrs = subprocess.run(["git", "check-attr", "linguist-generated", "--", *map(str, files + written_by_hand)],
+                           cwd=PROJECT, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert attrs == [f"{rel}: linguist-generated: true" for rel in files] + [
+        f"{rel}: linguist-generated: unspecified" for rel in written_by_hand]
 
 
 def test_generation_check_reports_drift(tmp_path) -> None:
@@ -61,6 +111,65 @@ def test_every_model_has_tests_and_sources_cover_the_maps() -> None:
     assert all(f"`{m}`" in sources["entries"]["description"] for m in used)  # each map the views read is described
 
 
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> dict:
+    """dbt's manifest of the project from `dbt parse`, run as `cumulus dbt parse` runs it
+    (cumulus.dbt.run.invocation: the profile of a throwaway home, the project dir from
+    cumulus.dbt.profile), from another folder. Parsing connects to nothing."""
+    settings = Settings(home=tmp_path_factory.mktemp("dbt-parse") / "home")
+    write_profile(settings)
+    argv, env = invocation(settings, None, "parse", [])
+    out = subprocess.run(argv, env=env, cwd=settings.home, capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    return json.loads((settings.home / "dbt" / "target" / "manifest.json").read_text())
+
+
+def _models(manifest: dict) -> dict[str, dict]:
+    return {n["name"]: n for n in manifest["nodes"].values() if n["resource_type"] == "model"}
+
+
+def test_dbt_finds_the_project_at_the_repository_root(manifest) -> None:
+    """dbt_project.yml at the root; models in models/staging and models/marts, macros in
+    macros/, the data tests in tests/dbt/ (pytest's tree holds no other dbt file)."""
+    assert manifest["metadata"]["project_name"] == "cumulus"
+    folders = {m["original_file_path"].rsplit("/", 1)[0]: m["fqn"][1] for m in _models(manifest).values()}
+    assert folders == {"models/staging": "staging", "models/marts": "marts"}
+    singular = {n["original_file_path"] for n in manifest["nodes"].values()
+                if n["resource_type"] == "test" and n["original_file_path"].endswith(".sql")}
+    assert singular == {str(p.relative_to(REPO)) for p in (REPO / "tests" / "dbt").glob("*.sql")} != set()
+    generic = {m["original_file_path"] for m in manifest["macros"].values() if m["package_name"] == "cumulus"
+               and m["name"].startswith("test_")}
+    assert generic == {str(p.relative_to(REPO)) for p in (REPO / "tests" / "dbt" / "generic").glob("*.sql")}
+    ours = {m["original_file_path"] for m in manifest["macros"].values() if m["package_name"] == "cumulus"} - generic
+    assert ours == {str(p.relative_to(REPO)) for p in (REPO / "macros").glob("*.sql")}
+
+
+def test_docs_describe_every_model_and_column(manifest) -> None:
+    """What `dbt docs generate` shows: each model's description comes from a docs block of
+    models/docs.md, every column is described, and the site has the project's overview."""
+    assert "doc.cumulus.__overview__" in manifest["docs"]
+    for name, model in _models(manifest).items():
+        assert model["description"].strip() and "{{" not in model["description"], name
+        assert model["doc_blocks"], name  # a doc() call, rendered
+        undescribed = [c for c, col in model["columns"].items() if not col["description"].strip()]
+        assert undescribed == [], (name, undescribed)
+        assert model["columns"]["as_of_epoch"]["description"] == manifest["docs"]["doc.cumulus.cumulus_as_of_epoch"][
+            "block_contents"], name
+        generated = model["config"]["meta"].get("generated_by")
+        assert generated == (GENERATED_BY if model["fqn"][1] == "staging" else None), name
+    assert {s["config"]["meta"].get("generated_by") for s in manifest["sources"].values()} == {GENERATED_BY}
+
+
+def test_exposures_read_the_marts(manifest) -> None:
+    exposures = manifest["exposures"]
+    marts = {uid for uid, n in manifest["nodes"].items() if n["resource_type"] == "model" and n["fqn"][1] == "marts"}
+    assert marts <= {d for e in exposures.values() for d in e["depends_on"]["nodes"]}
+    for e in exposures.values():
+        assert e["type"] in ("dashboard", "analysis", "application") and e["owner"]["name"], e["name"]
+        assert e["description"].strip() and e["depends_on"]["nodes"], e["name"]
+
+
 def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     settings = Settings(home=tmp_path / "home", spark_master="local[2]")
     doc = yaml.safe_load(profile_text(settings))
@@ -82,7 +191,7 @@ def test_profile_is_the_session_factory_conf(tmp_path) -> None:
     # The ledger source is catalog-qualified from CUMULUS_CATALOG: with the default catalog
     # name `cumulus`, a bare `cumulus.ledger` would name table `ledger` of catalog `cumulus`.
     assert env["CUMULUS_CATALOG"] == settings.catalog
-    sources = yaml.safe_load((REPO / "models" / "models" / "staging" / "_cumulus__sources.yml").read_text())
+    sources = yaml.safe_load((PROJECT / STAGING / "_cumulus__sources.yml").read_text())
     ledger = next(s for s in sources["sources"] if any(t["name"] == "ledger" for t in s["tables"]))
     assert ledger["schema"] == "{{ env_var('CUMULUS_CATALOG', 'cumulus') }}.cumulus"
 

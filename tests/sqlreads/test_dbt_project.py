@@ -1,4 +1,4 @@
-"""The dbt project (models/) on the tiny home: `cumulus dbt build` (every model and test,
+"""The dbt project (dbt_project.yml, models/) on the tiny home: `cumulus dbt build` (every model and test,
 the epoch from the ledger: the latest published) and `cumulus dbt --epoch 1 docs
 generate`; the marts are Iceberg tables whose numbers agree with the view read in
 Python; and the DAG (dags/cumulus_dbt.py) is one `dbt build` task that parses without

@@ -24,7 +24,7 @@ VIEW = REPO / "demo" / "views" / "pricing_summary.sql"
 HOME_COMMANDS = [
     ["sql", "SELECT 1"], ["sql-server"],
     ["view", "add", "v", str(VIEW)], ["view", "list"], ["view", "show", "v"], ["view", "sql", "v"],
-    ["read", "v"], ["apply", "--source", "s"],
+    ["view", "drop", "v"], ["read", "v"], ["apply", "--source", "s"],
     ["source", "add", "s", "--priority", "1"], ["source", "list"], ["source", "remove", "s"],
     ["ingest", "--source", "s", str(REPO / "demo")],
     ["epoch", "status"], ["epoch", "show", "1"], ["epoch", "close"],
@@ -148,6 +148,7 @@ def empty_home(tmp_path_factory) -> Path:
     (["quarantine", "list"], ExitCode.OK, None),
     (["view", "show", "v"], ExitCode.NOT_FOUND, "no view is registered"),
     (["view", "sql", "v"], ExitCode.NOT_FOUND, "no view is registered"),
+    (["view", "drop", "v"], ExitCode.NOT_FOUND, "no view named v is registered (views: none)"),
     (["read", "v"], ExitCode.NOT_FOUND, "no view is registered"),
     (["apply", "--source", "s"], ExitCode.NOT_FOUND, "unknown source 's'"),
     (["source", "remove", "s"], ExitCode.NOT_FOUND, "unknown source 's'"),

@@ -1,0 +1,88 @@
+"""`view drop`: the dropped view's catalog views go, the rows of the maps no other view
+needs leave the fresh state, shared maps stay (under their names, which come from the
+dropped view), the remaining views stay equal to DuckDB through later epochs, old tags
+keep what they held, the name stays reserved, and a retry finishes the job."""
+
+from __future__ import annotations
+
+import pytest
+from enginekit import CHAIN, REPO, SIMPLE, SOURCES, write_events
+from oracle import DuckOracle
+
+from cumulus.engine.api import Engine
+from cumulus.engine.apply import apply_source
+from cumulus.engine.close import close_epoch
+from cumulus.engine.registry import ViewError, registered_views
+from cumulus.errors import NotFoundError
+from cumulus.ingest.job import ingest_files
+from cumulus.output import sort_key
+from cumulus.read import Reader
+from cumulus.schema import load_schema
+from cumulus.store.maps import maps_table
+
+pytestmark = pytest.mark.e2e
+
+VIEWS = {name: (REPO / "tests" / "fixtures" / "views" / "simple" / f"{name}.sql").read_text()
+         for name in ("star_s", "self_join_r")}
+
+
+def alive(events) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for e in events:
+        bag = out.setdefault(e.relation, [])
+        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
+    return out
+
+
+def run_epoch(spark, settings, events, folder, epoch: int) -> None:
+    engine = Engine(settings, spark)
+    for name, (relations, priority) in SOURCES.items():
+        ingest_files(spark, settings, name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
+        apply_source(spark, settings, engine.plan(), epoch, priority)
+    close_epoch(spark, settings, engine.plan(), epoch)
+
+
+def map_names_on(spark, settings, version: str | None = None) -> set[str]:
+    at = f" VERSION AS OF '{version}'" if version else ""
+    return {r["map"] for r in spark.sql(f"SELECT DISTINCT map FROM {maps_table(settings)}{at}").collect()}
+
+
+def test_drop_removes_what_only_the_view_needed_and_the_rest_stays_exact(spark, simple_home, tmp_path) -> None:
+    settings, _, _, events = simple_home  # the chain view registered first: it names the maps it shares
+    schema = load_schema(SIMPLE)
+    engine = Engine(settings, spark)
+    for name, sql in VIEWS.items():
+        engine.add_view(name, sql, "sql")
+    half = len(events) // 2
+    run_epoch(spark, settings, events[:half], tmp_path / "in1", 1)
+    before = map_names_on(spark, settings)
+
+    dropped = engine.drop_view("chain")
+    assert dropped.was_registered and dropped.removed and dropped.shared, dropped  # private and shared maps both
+    assert all(m.startswith("chain_") for m in dropped.removed + dropped.shared)
+    fresh = map_names_on(spark, settings)
+    assert fresh == before - set(dropped.removed) and set(dropped.shared) <= fresh
+    assert set(dropped.removed) <= map_names_on(spark, settings, "epoch-1")  # the tag keeps what it held
+    assert [v.name for v in registered_views(spark, settings)] == list(VIEWS)
+    for ns in ("views", "views_stable"):
+        names = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {settings.catalog}.{ns}").collect()}
+        assert "chain" not in names and set(VIEWS) <= names, (ns, names)
+
+    run_epoch(spark, settings, events[half:], tmp_path / "in2", 2)  # the remaining views, maintained on
+    reader = Reader(settings)
+    oracle = DuckOracle(schema, alive(events))
+    for name, sql in VIEWS.items():
+        got = sorted(reader.read_view(name, reader.stable(2)), key=sort_key)
+        assert got == sorted(oracle.query(sql), key=sort_key), name
+    assert map_names_on(spark, settings) == fresh  # the close wrote no row of a removed map
+
+    with pytest.raises(ViewError, match="was dropped; its name stays reserved"):
+        engine.add_view("chain", CHAIN, "sql")
+    engine.add_view("chain_again", CHAIN, "sql")  # the same SQL: its maps back-filled under their old names
+    got = sorted(Reader(settings).read_view("chain_again", Reader(settings).stable(2)), key=sort_key)
+    assert got == sorted(oracle.query(CHAIN), key=sort_key)
+
+    again = engine.drop_view("chain")  # a retry finds nothing left to remove
+    assert not again.was_registered and again.removed == []
+    with pytest.raises(NotFoundError, match="no view named nope is registered"):
+        engine.drop_view("nope")
