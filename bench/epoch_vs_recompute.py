@@ -50,6 +50,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cumulus.progress import command_progress
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "demo" / "tpch_schema.sql"
 VIEWS = {  # name -> SQL: one scan view per big table and a join view
@@ -135,7 +137,7 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
     import sqlglot
     from sqlglot import exp
 
-    named = {c.name.lower() for sql in views.values() for c in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Column)}
+    named = {c.name.lower() for sql in views.values() for c in sqlglot.parse_one(sql, read="spark").find_all(exp.Column)}
     con = duckdb.connect()
     used = {}
     for rel in schema.relations:
@@ -147,6 +149,8 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
         con.register("incoming", batches)
         con.execute(f"CREATE TABLE {rel.name}_stored AS SELECT * FROM incoming")
         con.unregister("incoming")
+    # The views are Spark SQL (the default sql_dialect): DuckDB runs them transpiled.
+    in_duckdb = {name: sqlglot.transpile(sql, read="spark", write="duckdb")[0] for name, sql in views.items()}
     t = time.perf_counter()
     for rel in schema.relations:
         cols = ", ".join(used[rel.name])
@@ -154,7 +158,7 @@ def duckdb_recompute(reader, schema, views: dict[str, str], epoch: int) -> tuple
             f"CREATE OR REPLACE TEMP TABLE {rel.name} AS SELECT {cols} FROM "
             f"(SELECT {cols}, CAST(SUM(mult) AS BIGINT) AS m FROM {rel.name}_stored GROUP BY ALL HAVING SUM(mult) > 0), range(m)"
         )
-    counts = {name: len(con.execute(sql).fetchall()) for name, sql in views.items()}
+    counts = {name: len(con.execute(sql).fetchall()) for name, sql in in_duckdb.items()}
     seconds = time.perf_counter() - t
     con.close()
     return counts, seconds
@@ -392,8 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=None, help="report file stem (default: epoch_vs_recompute[_corpus])")
     parser.add_argument("--report-only", action="store_true", help="re-render the report from the saved JSON")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    with command_progress(logging.INFO):  # a live status line on a terminal, log lines elsewhere
+        return run(args, argv)
+
+
+def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     args.name = args.name or ("epoch_vs_recompute" if args.views == "bench" else "epoch_vs_recompute_corpus")
     data = args.out / f"{args.name}.json"

@@ -37,6 +37,12 @@ ENV_VARS = {
 
 
 EPOCH_MODES = ("auto", "incremental", "recompute")
+# The dialects a view's SQL may be written in (`sql_dialect`): Spark's by default, as
+# every other SQL a user writes here (Spark SQL, dbt, the Thrift server), so a view that
+# runs in Spark SQL is accepted as written (in Spark "x" is a string, `x` a name);
+# DuckDB's is the other one tested (the tests' oracle runs views in DuckDB, transpiled).
+SQL_DIALECTS = ("spark", "duckdb")
+DEFAULT_DIALECT = "spark"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class Settings:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).
     epoch_mode: str = "auto"
+    # The dialect views' SQL is written in: "spark" (as all other SQL here) or "duckdb".
+    sql_dialect: str = DEFAULT_DIALECT
     spark_conf: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +98,8 @@ class Settings:
         object.__setattr__(self, "warehouse", warehouse.resolve())
         if int(self.full_validation_every) < 1:
             raise ConfigError(f"full_validation_every must be at least 1 (every epoch), got {self.full_validation_every}")
+        if self.sql_dialect not in SQL_DIALECTS:
+            raise ConfigError(f"sql_dialect must be one of {', '.join(SQL_DIALECTS)}, got {self.sql_dialect!r}")
         if self.epoch_mode not in EPOCH_MODES:
             raise ConfigError(f"epoch_mode must be one of {', '.join(EPOCH_MODES)}, got {self.epoch_mode!r}")
         if not self.catalog_uri.startswith("jdbc:"):

@@ -53,7 +53,7 @@ class Reader:
         rows = registry(self.catalog, self.settings)
         if not live(rows):
             raise ReadError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
-        return compile_registered(load_home_schema(self.settings), rows)
+        return compile_registered(load_home_schema(self.settings), rows, self.settings.sql_dialect)
 
     def latest_epoch(self) -> int:
         from cumulus.engine.views import latest_closed_epoch

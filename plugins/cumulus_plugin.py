@@ -3,10 +3,14 @@
 A FastAPI app mounted at /cumulus on the API server:
     /cumulus/             the page: plots over epochs (seconds per close step, events,
                           the lag to the consistent snapshot, validation; inline SVG),
-                          epochs (state, counts, timings, validation, report link, late
-                          files) and views (stable rows, age, freshness)
+                          epochs (state, counts, timings, validation, a link to the
+                          epoch's validation page in the Data Docs site, late files),
+                          views (stable rows, age, freshness) and a link to the site's
+                          index ("Data Docs: all epochs")
     /cumulus/api/status   the same as JSON (cumulus.pipeline.status.pipeline_status)
-    /cumulus/reports/...  the validation reports (<home>/reports/epoch-N/, Data Docs)
+    /cumulus/reports/...  <home>/reports/: the one Data Docs site (data_docs/, every
+                          epoch's validation results), its assets (_assets/) and each
+                          epoch's summary.json and forwarding index.html (epoch-N/)
 and an external view that shows the page inside the UI (an iframe at /plugin/cumulus).
 It reads the home's tables with PyIceberg (no JVM). The home is $CUMULUS_HOME of the API
 server. Like every plugin FastAPI app, the routes are not behind Airflow's login.
@@ -19,7 +23,7 @@ import os
 import sys
 import threading
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
@@ -85,7 +89,8 @@ def _duration(seconds: float | None) -> str | None:
 def _epoch_rows(epochs: list[dict]) -> str:
     rows = []
     for e in reversed(epochs):
-        report = (f'<td><a href="reports/{html.escape(e["report"])}" target="_blank">report</a></td>'
+        report = (f'<td><a href="reports/{html.escape(quote(e["report"]))}" target="_blank" '
+                  f'title="epoch {e["epoch"]} in the Data Docs site">report</a></td>'
                   if e["report"] else _cell(None))
         validation = e["validation"] or ""
         detail = html.escape(e["validation_detail"] or "")
@@ -100,6 +105,13 @@ def _epoch_rows(epochs: list[dict]) -> str:
             + "</tr>"
         )
     return "\n".join(rows)
+
+
+def _data_docs(index: str | None) -> str:
+    """The link to the Data Docs site's index: every epoch's validation results."""
+    if not index:
+        return ""
+    return f' · <a id="data-docs" href="reports/{html.escape(quote(index))}" target="_blank">Data Docs: all epochs</a>'
 
 
 def _view_rows(views: list[dict]) -> str:
@@ -130,7 +142,7 @@ PAGE = """<!doctype html>
 </style></head><body>
 <h1>Cumulus ledger</h1>
 <div class="meta">home {home} · open epoch {open_epoch} · read {generated_at} (PyIceberg) ·
- <a href="api/status">JSON</a></div>
+ <a href="api/status">JSON</a>{data_docs}</div>
 <h2>Over epochs</h2>
 <div id="plots">{plots}</div>
 <h2>Epochs</h2>
@@ -159,7 +171,7 @@ def create_app() -> FastAPI:
         return PAGE.format(
             home=html.escape(s["home"]), open_epoch=s["open_epoch"], generated_at=s["generated_at"],
             epoch_rows=_epoch_rows(s["epochs"]), view_rows=_view_rows(s["views"]),
-            plots="\n".join(all_plots(s["epochs"])),
+            plots="\n".join(all_plots(s["epochs"])), data_docs=_data_docs(s.get("data_docs")),
         )
 
     @app.get("/api/status")

@@ -42,12 +42,18 @@ class DuckOracle:
             self.con.execute(f"CREATE TABLE {rel.name} AS SELECT * FROM _{rel.name}_arrow")
             self.con.unregister(f"_{rel.name}_arrow")
 
-    def query(self, sql: str) -> list[tuple]:
+    def query(self, sql: str, dialect: str = "spark") -> list[tuple]:
+        """Run a view's SQL, written in `dialect` (the compiler's default: Spark's),
+        transpiled to DuckDB's by sqlglot unless it is DuckDB's already."""
+        if dialect != "duckdb":
+            import sqlglot
+
+            (sql,) = sqlglot.transpile(sql, read=dialect, write="duckdb")
         return self.con.execute(sql).fetchall()
 
 
-def duckdb_result(schema: Schema, rows: dict[str, list[tuple]], sql: str) -> list[tuple]:
-    return DuckOracle(schema, rows).query(sql)
+def duckdb_result(schema: Schema, rows: dict[str, list[tuple]], sql: str, dialect: str = "spark") -> list[tuple]:
+    return DuckOracle(schema, rows).query(sql, dialect)
 
 
 def same_value(a, b, inexact: bool) -> bool:
@@ -64,7 +70,7 @@ def assert_view_equals_sql(compiled, name: str, interp, oracle: DuckOracle, wher
     """The view's rows from `interp.entries` (any map reader) equal DuckDB's for its SQL."""
     plan = compiled.views[name]
     got = view_rows(plan, interp.entries)
-    want = oracle.query(plan.sql)
+    want = oracle.query(plan.sql, plan.dialect)
     group_cols = [i for i, c in enumerate(plan.columns) if c.kind == "group"]
     inexact = [c.kind == "avg" for c in plan.columns]
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from cumulus.commands.m3 import describe, read_text
+from cumulus.config import DEFAULT_DIALECT, SQL_DIALECTS
 from cumulus.schema import load_schema
 from cumulus.sql.views import Compilation, compile_views
 
@@ -16,13 +17,18 @@ def view_name(path: str) -> str:
     return Path(path).stem.lower().replace("-", "_") if path != "-" else "view"
 
 
-def compile_files(paths: list[str], schema_path: str) -> Compilation:
+def compile_files(paths: list[str], schema_path: str, dialect: str = DEFAULT_DIALECT) -> Compilation:
     schema = load_schema(schema_path)
-    return compile_views(schema, [(view_name(p), read_text(p)) for p in paths])
+    return compile_views(schema, [(view_name(p), read_text(p)) for p in paths], dialect)
+
+
+def add_dialect_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dialect", choices=SQL_DIALECTS, default=DEFAULT_DIALECT,
+                        help=f"the SQL dialect of the views (default: {DEFAULT_DIALECT}; a home's: sql_dialect)")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    compiled = compile_files(args.views, args.schema)
+    compiled = compile_files(args.views, args.schema, args.dialect)
     sys.stdout.write(compiled.text())
     if args.check:
         sys.stdout.write("\n" + "".join(f"-- {line}\n" for line in describe(compiled.checked, compiled.sharing()).splitlines()))
@@ -39,4 +45,5 @@ def register(subparsers) -> None:
     p.add_argument("views", nargs="+", help="view files (SQL)")
     p.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
     p.add_argument("--check", action="store_true", help="also print maps, depths, sharing and the dataflow")
+    add_dialect_option(p)
     p.set_defaults(func=cmd_compile)

@@ -68,6 +68,7 @@ def _profile(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _generate(args: argparse.Namespace, rest: list[str]) -> int:
+    from cumulus.commands.compile import add_dialect_option
     from cumulus.dbt.generate import generate
     from cumulus.dbt.profile import PROJECT_ENV, project_dir
 
@@ -78,6 +79,7 @@ def _generate(args: argparse.Namespace, rest: list[str]) -> int:
     )
     parser.add_argument("views", nargs="*", help="view files (name: the file's stem); none: the home's views")
     parser.add_argument("--schema", help="the schema DDL for view files (default: the home's)")
+    add_dialect_option(parser)
     parser.add_argument("--project-dir", type=Path, default=None,
                         help=f"the dbt project (default: ${PROJECT_ENV}, else the repository root)")
     parser.add_argument("--check", action="store_true",
@@ -117,7 +119,7 @@ def _compile(args: argparse.Namespace, opts: argparse.Namespace):
 
         schema = load_home_schema(settings_from_args(args))
     views = [(Path(p).stem.lower(), Path(p).read_text()) for p in opts.views]
-    return compile_views(schema, views)
+    return compile_views(schema, views, opts.dialect)
 
 
 def _take_epoch(args: argparse.Namespace, rest: list[str]) -> list[str]:

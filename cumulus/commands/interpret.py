@@ -8,7 +8,7 @@ import logging
 import sys
 import time
 
-from cumulus.commands.compile import compile_files, view_name
+from cumulus.commands.compile import add_dialect_option, compile_files, view_name
 from cumulus.commands.m3 import load_program
 from cumulus.errors import CumulusError
 from cumulus.ingest.dbtoaster import read_stream
@@ -23,7 +23,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
     if bool(args.program) == bool(args.view):
         raise CumulusError("give exactly one of --program PROGRAM.m3 or --view VIEW.sql")
     if args.view:
-        compiled = compile_files([args.view], args.schema)
+        compiled = compile_files([args.view], args.schema, args.dialect)
         checked = compiled.checked
     else:
         checked = load_program(args.program, args.schema)
@@ -70,6 +70,7 @@ def register(subparsers) -> None:
     p.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
     p.add_argument("--program", help="an M3 program file")
     p.add_argument("--view", help="a SQL view file (compiled first)")
+    add_dialect_option(p)
     p.add_argument("--events", required=True, help="folder of event files")
     p.add_argument("--input-format", dest="input_format", default="dbtoaster", choices=["dbtoaster"],
                    help="format of the event folder (default dbtoaster)")

@@ -67,7 +67,8 @@ def register(subparsers) -> None:
         help="validate a closed epoch: GX suites and the oracle; publish or fail it",
         description="Run the data-quality suites (expectations/*.yml) over the maps, base relations "
         "and events at the tag epoch-N, and compare every view with its SQL recomputed over base.* "
-        "at the same tag. Writes a Data Docs site and summary.json to <home>/reports/epoch-N/ and "
+        "at the same tag. Adds the run to the home's Data Docs site (<home>/reports/data_docs/, every "
+        "epoch's results) and writes summary.json to <home>/reports/epoch-N/, and "
         "moves the ledger row to published (exit 0) or failed-validation (exit 1). A published "
         "epoch is only reported again.",
     )

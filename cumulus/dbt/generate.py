@@ -201,7 +201,7 @@ def _column_doc(plan: ViewPlan, col: ViewColumn) -> str:
 def _models(compilation: Compilation, plans: list[ViewPlan]) -> str:
     models = []
     for plan in plans:
-        nullable = bind_view(plan.sql, compilation.schema, plan.name).nullable
+        nullable = bind_view(plan.sql, compilation.schema, plan.name, plan.dialect).nullable
         keys = [c.name for c in plan.columns if c.kind == "group"]
         columns = []
         for col in plan.columns:

@@ -117,7 +117,7 @@ class Engine:
             rows = registry(self.spark, self.settings)
             if not live(rows):
                 raise NotFoundError(f"no view is registered in {self.settings.home} (cumulus view add NAME VIEW.sql)")
-            compilation = compile_registered(self.schema, rows)
+            compilation = compile_registered(self.schema, rows, self.settings.sql_dialect)
             self._compiled = (state, compilation, batch_plan(compilation))
         return self._compiled[1], self._compiled[2]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
+from cumulus.config import DEFAULT_DIALECT, Settings
 from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
 from cumulus.errors import NotFoundError, ViewError
 from cumulus.schema import Schema
@@ -91,14 +91,15 @@ def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]
     return live(registry(reader, settings))
 
 
-def compile_registered(schema: Schema, rows: list[RegisteredView]) -> Compilation:
+def compile_registered(schema: Schema, rows: list[RegisteredView], dialect: str = DEFAULT_DIALECT) -> Compilation:
     """One program for everything registered (`rows`: the registry, `registry`): the SQL
     views compiled together (sharing maps), then each hand-written M3 program added with
     its own maps. Dropped views are compiled too, in their place, so that every map keeps
     its name (map names come from the view that first needed them, and old epochs' tags
-    hold the maps under those names); then they are left out (`without`)."""
+    hold the maps under those names); then they are left out (`without`). `dialect`: the
+    home's `sql_dialect`."""
     views = [v for v in rows if v.kind != DROPPED]
-    compiled = compile_views(schema, [(v.name, v.sql) for v in views if v.kind == SQL])
+    compiled = compile_views(schema, [(v.name, v.sql) for v in views if v.kind == SQL], dialect)
     programs: dict[str, set[str]] = {}  # program -> its maps
     for v in views:
         if v.kind == M3:

@@ -108,8 +108,8 @@ def add_view(
         if kind not in (SQL, M3):
             raise ViewError(f"unknown view kind {kind!r} (sql or m3)")
         new = RegisteredView(name, sql, kind, len(rows), 0, None)
-        compiled = compile_registered(schema, rows + [new])  # refuses unsupported SQL here
-        before = compile_registered(schema, rows).checked.maps if rows else {}
+        compiled = compile_registered(schema, rows + [new], settings.sql_dialect)  # refuses unsupported SQL here
+        before = compile_registered(schema, rows, settings.sql_dialect).checked.maps if rows else {}
         epoch = current_epoch(spark, settings)
         check_in_order(ledger_rows(spark, settings), epoch, f"view {name} cannot be added yet", settings)
         if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
@@ -176,8 +176,8 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
             spark.createDataFrame([(name, "", DROPPED, len(rows), epoch, at)], ddl).writeTo(views_table(settings)).append()
             rows = [*rows, marker]
-        everything = compile_registered(schema, [v for v in rows if v.kind != DROPPED])
-        kept = compile_registered(schema, rows).checked.maps
+        everything = compile_registered(schema, [v for v in rows if v.kind != DROPPED], settings.sql_dialect)
+        kept = compile_registered(schema, rows, settings.sql_dialect).checked.maps
         shared = sorted(needed_maps(everything, [name], {}) & set(kept))
         unneeded = sorted(set(everything.checked.maps) - set(kept))  # of this view and of any dropped before
         removed: list[str] = []

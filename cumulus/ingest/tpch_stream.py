@@ -24,17 +24,21 @@ tables, so larger scale factors work for the benchmark.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cumulus.errors import ConfigError
+
+log = logging.getLogger("cumulus.generate")
 
 SALES, CATALOG = "sales", "catalog"
 SOURCES: dict[str, tuple[int, tuple[str, ...]]] = {
@@ -113,11 +117,15 @@ def tpchgen(scale: float, out: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    # tpchgen-cli's own bar would fight the command's status line: its start and end are logged.
     cmd = [str(exe), "tbl", "-s", str(scale), "-o", str(out), "--no-progress", "-q"]
+    log.info("tpchgen-cli: writing the TPC-H tables of scale factor %s to %s", scale, out)
+    started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ConfigError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
     stamp.write_text(repr(float(scale)) + "\n")
+    log.info("tpchgen-cli: scale factor %s written in %.0f s", scale, time.perf_counter() - started)
     return out
 
 
@@ -224,6 +232,7 @@ def generate(
         if (root / source).exists():
             shutil.rmtree(root / source)
 
+    log.info("stream: reading the keys of orders, customer and lineitem")
     order_keys, _ = _read_keys(tables / "orders.tbl")
     cust_keys, _ = _read_keys(tables / "customer.tbl")
     _, lineitems = _read_keys(tables / "lineitem.tbl")
@@ -254,6 +263,7 @@ def generate(
         manifest.batches.append(Batch(1, source, f"{source}/epoch-1", inserts=counts))
 
     for epoch in range(2, epochs + 1):
+        log.info("stream: writing epoch %d of %d", epoch, epochs)
         n = 0
         order_lines, item_lines = [], []
         ins = Counter()

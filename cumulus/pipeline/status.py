@@ -1,6 +1,6 @@
 """What the Airflow UI plugin shows, as plain data: the ledger (every epoch's state,
-counts, timings, validation and report) and every view's stable snapshot (its epoch,
-row count and age) and main-branch freshness. Read with PyIceberg: no JVM, so it runs
+counts, timings, validation and report: its page in the home's one Data Docs site) and
+every view's stable snapshot (its epoch, row count and age) and main-branch freshness. Read with PyIceberg: no JVM, so it runs
 inside Airflow's API server.
 
 Kept per table version (the catalog's metadata location of each table, one query): the
@@ -12,7 +12,10 @@ tag when an epoch closed."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cumulus.config import Settings
@@ -38,7 +41,7 @@ class EpochStatus:
     open_seconds: float | None  # opened -> sealed
     validation: str | None
     validation_detail: str | None
-    report: str | None  # path of the report folder's index.html relative to <home>/reports
+    report: str | None  # the epoch's report relative to <home>/reports (report_link)
     late: list[dict] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)  # the close's steps (TIMING_KEYS)
     stable_lag_s: float | None = None  # sealed -> closed: how long until the epoch was consistent
@@ -82,7 +85,6 @@ def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
             counts = {k: live[k] for k in counts}
         metrics = row.metrics or {}
         timings = [metrics[k] for k in TIMING_KEYS if isinstance(metrics.get(k), int | float)]
-        index = settings.home / "reports" / f"epoch-{row.epoch}" / "index.html"
         open_s = None
         if row.opened_at and row.sealed_at:
             open_s = round((row.sealed_at - row.opened_at).total_seconds(), 1)
@@ -91,7 +93,7 @@ def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
             closed_at=_iso(row.closed_at), published_at=_iso(row.published_at),
             deltas=metrics.get("deltas"), close_seconds=round(sum(timings), 1) if timings else None,
             open_seconds=open_s, validation=row.validation, validation_detail=row.validation_detail,
-            report=f"epoch-{row.epoch}/index.html" if index.is_file() else None,
+            report=report_link(settings, row.epoch, row.validation_detail),
             late=list(row.late_files or []), **counts,
             step_seconds={k.removesuffix("_s"): round(float(metrics[k]), 3) for k in TIMING_KEYS
                           if isinstance(metrics.get(k), int | float)},
@@ -99,6 +101,35 @@ def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
             if row.closed_at and row.sealed_at else None,
         ))
     return out
+
+
+def report_link(settings: Settings, epoch: int, validation_detail: str | None) -> str | None:
+    """The epoch's report as a path relative to `<home>/reports` (what the plugin serves):
+    the page in the Data Docs site the ledger row names, else the epoch folder's
+    index.html (a home validated before the one site, or moved since: that page forwards
+    by relative address); None when neither is on disk."""
+    from cumulus.quality.summary import EPOCH_PAGE, report_dir, reports_root
+
+    reports = reports_root(settings.home)
+    try:
+        page = json.loads(validation_detail or "{}").get("report")
+    except (ValueError, AttributeError):
+        page = None
+    if page:
+        relative = Path(os.path.relpath(page, reports))
+        if relative.parts and relative.parts[0] != ".." and (reports / relative).is_file():
+            return relative.as_posix()
+    folder = report_dir(settings, epoch)
+    return f"{folder.name}/{EPOCH_PAGE}" if (folder / EPOCH_PAGE).is_file() else None
+
+
+def data_docs_link(settings: Settings) -> str | None:
+    """The Data Docs site's index relative to `<home>/reports` (every epoch's
+    validation), None before the first validation."""
+    from cumulus.quality.summary import reports_root, site_dir
+
+    index = site_dir(settings.home) / "index.html"
+    return index.relative_to(reports_root(settings.home)).as_posix() if index.is_file() else None
 
 
 def view_statuses(
@@ -170,6 +201,7 @@ def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
         "open_epoch": open_epoch(rows, settings),
         "epochs": _memo((*ledger_key, "epochs"), lambda: [asdict(e) for e in epoch_statuses(catalog, settings, rows)]),
         "views": [asdict(v) for v in view_statuses(catalog, settings, rows=rows, versions=versions)],
+        "data_docs": data_docs_link(settings),
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 

@@ -3,9 +3,10 @@ styles and fonts from public CDNs (jsdelivr, cdnjs, unpkg, bootstrapcdn, code.jq
 and their logo from an S3 bucket; where a pipeline runs without internet access the pages
 are a bare list. The same files are installed from the npm registry (web/package.json,
 by scripts/setup.sh into web/node_modules, or where $CUMULUS_WEB_ASSETS points), copied
-once to `<home>/reports/_assets/`, and every page of a site is rewritten to load them by
-relative address, so the report opens from disk, from the Airflow plugin's
-/cumulus/reports/ and from any static file server alike.
+once to `<home>/reports/_assets/`, and every page of the Data Docs site
+(`<home>/reports/data_docs/`) is rewritten to load them by relative address, so the
+reports open from disk, from the Airflow plugin's /cumulus/reports/ and from any static
+file server alike.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 log = logging.getLogger("cumulus.quality")
 
 WEB_ASSETS_ENV = "CUMULUS_WEB_ASSETS"
-ASSETS = "_assets"  # under <home>/reports: shared by every epoch's site
+ASSETS = "_assets"  # under <home>/reports, next to the site
 # Every address GX's templates (great_expectations/render/view/templates) load, and the
 # file of the npm package (web/package.json) that serves it. Popper: GX names 1.12.9,
 # below the 1.14.7 that bootstrap 4.3.1 asks for; the npm package is 1.16.1, the last 1.x.
@@ -136,8 +137,9 @@ def external_loads(html: str) -> list[str]:
 
 
 def make_offline(site: Path) -> bool:
-    """Make the site at `site` (`<home>/reports/epoch-N/`) render with no network; False
-    (with a warning) when the assets are not installed."""
+    """Make the site at `site` (`<home>/reports/data_docs/`) render with no network (a
+    page an earlier run rewrote is read, not written again); False (with a warning) when
+    the assets are not installed."""
     source = web_assets()
     if source is None:
         log.warning("%s: the report loads its scripts and styles from public CDNs: the web assets are not "

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from cumulus.config import Settings
+from cumulus.config import DEFAULT_DIALECT, Settings
 from cumulus.schema import Relation, Schema
 from cumulus.sql.views import ViewPlan
 from cumulus.store.tables import base_table
@@ -98,14 +98,15 @@ def expand(multiset: DataFrame, columns: Sequence[str]) -> DataFrame:
     return multiset.select(*[F.col(f"`{c}`") for c in columns], copies.alias("__copy")).drop("__copy")
 
 
-def spark_sql(view_sql: str, schema: Schema, epoch: int) -> str:
-    """The view's SQL for Spark, its relations replaced by the expanded temporary views
-    (keeping the names as aliases) and AVG(e) as CAST(SUM(e) AS DOUBLE) / COUNT(e)."""
+def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_DIALECT) -> str:
+    """The view's SQL (written in `dialect`) for Spark, its relations replaced by the
+    expanded temporary views (keeping the names as aliases) and AVG(e) as
+    CAST(SUM(e) AS DOUBLE) / COUNT(e)."""
     import sqlglot
     from sqlglot import exp
 
     relations = {r.name.lower() for r in schema.relations}
-    tree = sqlglot.parse_one(view_sql, read="duckdb")
+    tree = sqlglot.parse_one(view_sql, read=dialect)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and node.name.lower() in relations and not node.args.get("db"):
@@ -125,7 +126,7 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int) -> str:
 
 def recompute(spark: SparkSession, plan: ViewPlan, schema: Schema, epoch: int) -> list[tuple]:
     """The view's rows by Spark SQL over the expanded base views (registered first)."""
-    return [tuple(row) for row in spark.sql(spark_sql(plan.sql, schema, epoch)).collect()]
+    return [tuple(row) for row in spark.sql(spark_sql(plan.sql, schema, epoch, plan.dialect)).collect()]
 
 
 # ---------------------------------------------------------------- comparison

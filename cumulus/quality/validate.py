@@ -1,9 +1,11 @@
 """validate_epoch: the data-quality step of a closed epoch. Runs the suites of
 expectations/ over the maps, base relations and events at the tag `epoch-N` and the
-oracle over every view, writes the Data Docs site and summary.json to
-`<home>/reports/epoch-N/`, and moves the ledger row closed -> published (validation
-"passed") or failed-validation ("failed"). Idempotent: a published epoch is only
-reported again; a failed one is validated again (after a repair it may pass)."""
+oracle over every view as the run `epoch-N` of the home's GX context (gxrun.py), whose
+checkpoints add the epoch's results to the one Data Docs site `<home>/reports/data_docs/`;
+writes summary.json and the forwarding index.html to `<home>/reports/epoch-N/`, and moves
+the ledger row closed -> published (validation "passed") or failed-validation ("failed").
+Idempotent: a published epoch is only reported again; a failed one is validated again
+(after a repair it may pass), its new results replacing the earlier ones."""
 
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ from cumulus.quality.summary import (
     ledger_detail,
     read_summary,
     report_dir,
+    report_page,
     summary_from_ledger,
     summary_path,
+    write_epoch_page,
     write_summary,
 )
 from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_row, ledger_rows, transition
@@ -50,7 +54,7 @@ class Outcome:
     epoch: int
     passed: bool
     state: str  # the ledger state afterwards
-    report: Path  # the Data Docs index.html
+    report: Path  # the epoch's page in the Data Docs site (summary.report_page)
     summary: dict[str, Any]
     validated: bool  # False: the epoch was already published and is only reported
 
@@ -106,6 +110,7 @@ def validate_epoch(
     summary = _run(spark, settings, epoch, specs, say, full)
     summary["seconds"] = round(time.perf_counter() - started, 1)
     write_summary(settings, summary)
+    write_epoch_page(settings, epoch, Path(summary["report"]))
     passed = summary["outcome"] == PASSED
     state = PUBLISHED if passed else FAILED_STATE
     transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
@@ -113,6 +118,7 @@ def validate_epoch(
     say(f"epoch {epoch}: validation {summary['outcome']} -> {state}")
     if not passed:
         say(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
+    say(f"data docs (every epoch): {summary['data_docs']}")
     say(f"report: {summary['report']}")
     return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
 
@@ -133,7 +139,7 @@ class Scope:
 
 
 def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
-    from cumulus.engine.registry import compile_registered, registered_views
+    from cumulus.engine.registry import compile_registered, live, registry
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
@@ -141,8 +147,9 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     from cumulus.store.tables import base_table
 
     schema = load_home_schema(settings)
-    views = registered_views(spark, settings)
-    compilation = compile_registered(schema, views) if views else None
+    rows = registry(spark, settings)
+    views = live(rows)
+    compilation = compile_registered(schema, rows, settings.sql_dialect) if views else None
     due = [v.name for v in views if v.added_epoch <= epoch]  # a view added later is tagged from then on
     facts = map_facts(compilation) if compilation else {}
     sharing = compilation.sharing() if compilation else {}
@@ -179,9 +186,9 @@ def _run(
     from cumulus.store.files import committed_batches
 
     scope = _scope(spark, settings, epoch)
-    site = report_dir(settings, epoch)
-    if site.exists():
-        shutil.rmtree(site)  # a fresh site: no page of an earlier run survives
+    folder = report_dir(settings, epoch)
+    if folder.exists():
+        shutil.rmtree(folder)  # an earlier run's summary (or, before the one site, the epoch's own site)
     if full:
         say(
             f"epoch {epoch}: validating in full: every entry of {len(scope.maps)} maps, every tuple of "
@@ -196,7 +203,7 @@ def _run(
             f"(in full, with the oracle, at epoch {after} or with --full)"
         )
     say(f"epoch {epoch}: loading Great Expectations")
-    run = GxRun(site, site_name=f"epoch-{epoch}", run_name=f"epoch-{epoch}")
+    run = GxRun(settings.home, run_name=f"epoch-{epoch}")
     suites: list[dict] = []
 
     recorded = ledger_row(spark, settings, epoch).snapshots or {}
@@ -235,13 +242,14 @@ def _run(
         _say_suite(say, epoch, outcome)
 
     views = _oracle(spark, settings, scope, epoch, specs["oracle"], run, suites, say) if full else []
-    index = run.build_docs()
+    index = run.finish()
     failed = failed_checks(suites, views)
     return {
         "epoch": epoch,
         "outcome": PASSED if not failed else FAILED,
         "validated_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
-        "report": str(index),
+        "report": report_page(suites),
+        "data_docs": str(index),
         "summary": str(summary_path(settings, epoch)),
         "suites": suites,
         "views": views,
@@ -334,6 +342,7 @@ def _suite_dict(outcome: SuiteOutcome, spec: SuiteSpec, tables: list[str]) -> di
         "spec": spec.path.name,
         "sha256": spec.sha256,
         "tables": tables,
+        "page": str(outcome.page) if outcome.page else None,
         "checks": [{"check": c.pop("name"), **c} for c in (asdict(x) for x in outcome.checks)],
     }
 

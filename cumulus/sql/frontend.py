@@ -19,7 +19,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from cumulus.errors import Position, SQLBindError, UnsupportedSQLError
+from cumulus.config import DEFAULT_DIALECT, SQL_DIALECTS
+from cumulus.errors import ConfigError, Position, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import (
     And,
     BinOp,
@@ -67,15 +68,17 @@ class BoundView:
     outputs: tuple[Output, ...]
     nullable: frozenset[str]  # variables that may hold NULL
     var_names: dict[str, str]  # variable -> alias.column, for comments
+    dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in
 
 
 class _Binder:
-    def __init__(self, sql: str, schema: Schema, name: str):
+    def __init__(self, sql: str, schema: Schema, name: str, dialect: str):
         self.sql = sql
         self.schema = schema
         self.name = name
+        self.dialect = check_dialect(dialect)
         try:
-            self.tokens = sqlglot.tokenize(sql, read="duckdb")
+            self.tokens = sqlglot.tokenize(sql, read=self.dialect)
         except (TokenError, ValueError):
             self.tokens = []
 
@@ -143,7 +146,7 @@ class _Binder:
 
     def text_of(self, node: exp.Expression) -> str:
         """A node as SQL text, for messages."""
-        return node.sql(dialect="duckdb")
+        return node.sql(dialect=self.dialect)
 
     def position(self, offset: int) -> Position:
         line = self.sql.count("\n", 0, offset) + 1
@@ -168,7 +171,7 @@ class _Binder:
     # -- top level
     def bind(self) -> BoundView:
         try:
-            statements = sqlglot.parse(self.sql, read="duckdb")
+            statements = sqlglot.parse(self.sql, read=self.dialect)
         except (ParseError, TokenError) as exc:
             errors = getattr(exc, "errors", None) or [{}]
             err = errors[0]
@@ -201,6 +204,7 @@ class _Binder:
             outputs,
             frozenset(self.nullable_vars()),
             dict(self.var_label),
+            self.dialect,
         )
 
     def check_clauses(self, select: exp.Select) -> None:
@@ -741,6 +745,13 @@ def _mul(a: Expr, b: Expr) -> Expr:
     return BinOp("*", a, b)
 
 
-def bind_view(sql: str, schema: Schema, name: str = "view") -> BoundView:
-    """Parse and bind one view; raises UnsupportedSQLError or SQLBindError."""
-    return _Binder(sql, schema, name).bind()
+def bind_view(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAULT_DIALECT) -> BoundView:
+    """Parse (in `dialect`, SQL_DIALECTS) and bind one view; raises UnsupportedSQLError or
+    SQLBindError."""
+    return _Binder(sql, schema, name, dialect).bind()
+
+
+def check_dialect(dialect: str) -> str:
+    if dialect not in SQL_DIALECTS:
+        raise ConfigError(f"sql_dialect must be one of {', '.join(SQL_DIALECTS)}, got {dialect!r}")
+    return dialect

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
+from cumulus.config import DEFAULT_DIALECT
 from cumulus.m3.ast import MapDecl, Program, Trigger
 from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
@@ -49,6 +50,7 @@ class ViewPlan:
     group: tuple[str, ...]
     count: MapUse
     columns: tuple[ViewColumn, ...]
+    dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in (frontend.SQL_DIALECTS)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -143,18 +145,18 @@ class _ViewBuilder:
                 else:
                     values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
                     columns.append(ViewColumn(out.name, out.kind, values=values, value_var=out.var))
-        return ViewPlan(v.name, v.sql, v.group, count, tuple(columns))
+        return ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect)
 
 
-def compile_views(schema: Schema, views: list[tuple[str, str]]) -> Compilation:
-    """Compile views (name, SQL) together, in order; equal maps are shared. Names are
-    deterministic for the same views in the same order."""
+def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> Compilation:
+    """Compile views (name, SQL in `dialect`) together, in order; equal maps are shared.
+    Names are deterministic for the same views in the same order."""
     compiler = DeltaCompiler(schema)
     plans: dict[str, ViewPlan] = {}
     for name, sql in views:
         if name in plans:
             raise ValueError(f"view {name} is given twice")
-        plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name)).build()
+        plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
     typed = {
         name: replace(

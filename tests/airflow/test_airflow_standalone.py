@@ -204,12 +204,13 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         assert drawn["epochs"] >= 1 and drawn["views"] == len(DEMO_VIEWS) and drawn["plots"] == 4, drawn
         assert drawn["bars"] > 0 and drawn["header"] == "rgb(247, 250, 252)", drawn  # the page's own styles
         page = browser.screenshot(shots / "cumulus-plugin-page.png")
-        # The epoch's report through the plugin's /cumulus/reports/ (its assets too).
-        text = browser.open(f"{api.base}/cumulus/reports/epoch-1/index.html", settle=2)
+        # The one Data Docs site (every epoch's results) through the plugin's /cumulus/reports/,
+        # its assets too.
+        text = browser.open(f"{api.base}/cumulus/reports/data_docs/index.html", settle=2)
         asked, failed = browser.loads()
         assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
         navbar = browser.evaluate("getComputedStyle(document.querySelector('nav.navbar')).display")
-        assert "Validation Results" in text and navbar == "flex", (navbar, text[:1000])
+        assert "epoch-1" in text and navbar == "flex", (navbar, text[:1000])
         report = browser.screenshot(shots / "cumulus-plugin-report.png")
     finally:
         browser.close()

@@ -100,7 +100,8 @@ def test_epochs_late_source_and_rerun(pipeline):
     epochs = {e["epoch"]: e for e in probe["status"]["epochs"]}
     assert [epochs[n]["state"] for n in (1, 2, 3, 4)] == ["published"] * 3 + ["open"]
     assert epochs[2]["events"] == rows[2].events and epochs[1]["deltas"] > 0
-    assert epochs[1]["validation"] == "passed" and epochs[1]["report"] == "epoch-1/index.html"
+    assert epochs[1]["validation"] == "passed" and epochs[1]["report"].startswith("data_docs/validations/tags/epoch-1/")
+    assert probe["status"]["data_docs"] == "data_docs/index.html"  # one site, every epoch's results
     assert epochs[2]["late"][0]["source"] == "catalog"
     assert {v["name"]: (v["stable_epoch"], v["stable_rows"]) for v in probe["status"]["views"]} == {
         "segment_orders": (3, 5), "order_priority_mix": (3, 5)}

@@ -1,10 +1,13 @@
 """Shared pieces of the data-quality tests (a module name of its own: pytest imports every
 tests/*/conftest.py as `conftest`, so tests import helpers from here): a tiny shop home
-with two views and one closed epoch, a way to corrupt a map at its tag and to undo it."""
+with two views and one closed epoch, a way to corrupt a map at its tag and to undo it,
+and the rows a Data Docs index lists."""
 
 from __future__ import annotations
 
+import ast
 import itertools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,3 +110,38 @@ def job_main(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main
+
+
+def data_docs_rows(index: Path) -> list[dict]:
+    """The Validation Results a Data Docs index page lists, one dict per result: `run`
+    (the run name, epoch-N), `suite`, `status` (Success | Failed) and `page` (relative to
+    the site). GX hands the rows to bootstrap-table as a Python literal in a script."""
+    from html.parser import HTMLParser
+
+    class Scripts(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.inside, self.texts = False, []
+
+        def handle_starttag(self, tag, attrs):
+            self.inside = tag == "script"
+
+        def handle_endtag(self, tag):
+            self.inside = False
+
+        def handle_data(self, data):
+            if self.inside:
+                self.texts.append(data)
+
+    parser = Scripts()
+    parser.feed(index.read_text(encoding="utf-8"))
+    rows = []
+    for text in parser.texts:
+        m = re.search(r"\bdata: (\[.*\]),\s*toolbar:", text, re.DOTALL)
+        if m and "'run_name'" in m[1]:
+            rows += [
+                {"run": r["run_name"], "suite": r["_expectation_suite_name_sort"],
+                 "status": r["_validation_success_text"], "page": r["_table_row_link_path"]}
+                for r in ast.literal_eval(m[1])
+            ]
+    return rows

@@ -183,3 +183,36 @@ def test_without_its_summary_file_the_report_comes_from_the_ledger(tmp_path) -> 
     text = render_report(summary_from_ledger(settings, 4, row))
     assert text.startswith("epoch 4: validation failed (1 failed: maps.counts_not_negative)")
     assert "report: /h/reports/epoch-4/index.html" in text
+
+
+def test_each_epoch_links_its_page_in_the_one_site(tmp_path) -> None:
+    """The report is the first failed suite's page (else the first suite's); the ledger
+    page links it relative to <home>/reports, and reports/epoch-N/index.html forwards to
+    it. A ledger row naming a page elsewhere (a moved home) falls back to that forward."""
+    from cumulus.config import Settings
+    from cumulus.pipeline.status import data_docs_link, report_link
+    from cumulus.quality.summary import report_page, site_dir, write_epoch_page
+
+    settings = Settings(home=tmp_path)
+    assert data_docs_link(settings) is None and report_link(settings, 2, None) is None
+    runs = site_dir(tmp_path) / "validations"
+    pages = {s: runs / s / "epoch-2" / "20240501T120000.000000Z" / f"cumulus-spark-{s}.html" for s in ("tags", "maps")}
+    for page in [*pages.values(), site_dir(tmp_path) / "index.html"]:
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text("<html></html>")
+    suites = [{"suite": s, "success": s != "maps", "page": str(p)} for s, p in pages.items()]
+    assert report_page(suites) == str(pages["maps"])
+    assert report_page([{**s, "success": True} for s in suites]) == str(pages["tags"])
+
+    detail = ledger_detail({**_summary(True), "report": report_page(suites)})
+    assert report_link(settings, 2, detail) == "data_docs/validations/maps/epoch-2/20240501T120000.000000Z/cumulus-spark-maps.html"
+    assert data_docs_link(settings) == "data_docs/index.html"
+    forward = write_epoch_page(settings, 2, pages["maps"])
+    text = forward.read_text()
+    assert 'url=../data_docs/validations/maps/epoch-2/20240501T120000.000000Z/cumulus-spark-maps.html"' in text
+    assert 'href="../data_docs/index.html"' in text
+    moved = ledger_detail({**_summary(True), "report": "/elsewhere/reports/data_docs/validations/maps/x.html"})
+    assert report_link(settings, 2, moved) == "epoch-2/index.html"
+    text = render_report({**_summary(False), "data_docs": "/h/reports/data_docs/index.html"})
+    assert "data docs (every epoch): /h/reports/data_docs/index.html\n" in text
+    assert text.rstrip().endswith("report: /h/reports/epoch-4/index.html")

@@ -13,10 +13,11 @@ from cumulus.quality.spec import load_suites
 
 @pytest.fixture(scope="module")
 def gx_run(tmp_path_factory):
-    """A fresh GX run (context, site) per validation: a run validates each suite once."""
+    """A fresh GX run (a home of its own: context, site) per validation: a run validates
+    each suite once."""
     from cumulus.quality.gxrun import GxRun
 
-    return lambda: GxRun(tmp_path_factory.mktemp("site"), "test", "epoch-0")
+    return lambda: GxRun(tmp_path_factory.mktemp("home"), "epoch-0")
 
 
 def _run(spark, gx_run, suite: str, rows: list[tuple], schema: str, parameters=None) -> dict:

@@ -1,15 +1,17 @@
 """Validation of a closed epoch end to end on one tiny home (two views, one epoch): a map
 corrupted at its tag fails the suites and the oracle (ledger failed-validation, exit
 status 1, the failing checks named); once the tag is repaired the same epoch passes, is
-published with a Data Docs site, and `quality report` prints it. The tests run in order
-on one home."""
+published with its pages in the home's one Data Docs site (replacing the failed run's),
+and `quality report` prints it; epoch 2 joins epoch 1 in the site's history. The tests
+run in order on one home."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from qualitykit import build_shop_home, corrupt_map, job_main, restore_tag
+from qualitykit import build_shop_home, corrupt_map, data_docs_rows, job_main, restore_tag
 
 from cumulus.cli import main
 from cumulus.store.catalog import pyiceberg_catalog
@@ -47,8 +49,11 @@ def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
     assert "oracle.views_equal_sql" in failed and "oracle.sales" in failed  # its count is off
     assert "oracle.returned" not in failed and "base.mult_positive" not in failed
     assert "failed checks:" in out and "maps.counts_not_negative" in out
-    assert (shop.settings.home / "reports" / "epoch-1" / "index.html").is_file()
+    assert (shop.settings.home / "reports" / "epoch-1" / "index.html").is_file()  # forwards to the report
     summary = json.loads((shop.settings.home / "reports" / "epoch-1" / "summary.json").read_text())
+    # the report: the page of the first failed suite in the one site
+    assert summary["report"] == summary["suites"][0]["page"] and Path(summary["report"]).is_file()
+    assert "/reports/data_docs/validations/tags/epoch-1/" in summary["report"]
     (sales,) = [v for v in summary["views"] if v["view"] == "sales"]
     # the group's count sums to -1: the engine's view has no such group
     assert sales["differences"] and "group missing in the engine" in sales["differences"][0]["difference"]
@@ -68,12 +73,19 @@ def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -
     row = _ledger(shop)
     assert (row.state, row.validation) == ("published", "passed")
     detail = json.loads(row.validation_detail)
-    assert detail["failed_checks"] == [] and detail["report"].endswith("reports/epoch-1/index.html")
-    site = shop.settings.home / "reports" / "epoch-1"
-    assert (site / "index.html").is_file()
-    assert any((site / "validations").rglob("*.html")), "no validation page in the Data Docs site"
-    summary = json.loads((site / "summary.json").read_text())
+    assert detail["failed_checks"] == [] and "/reports/data_docs/validations/tags/epoch-1/" in detail["report"]
+    home = shop.settings.home
+    site = home / "reports" / "data_docs"
+    assert (home / "gx" / "great_expectations.yml").is_file() and (home / "reports" / "epoch-1" / "index.html").is_file()
+    summary = json.loads((home / "reports" / "epoch-1" / "summary.json").read_text())
+    assert summary["report"] == detail["report"] and summary["data_docs"] == str(site / "index.html")
     assert [s["suite"] for s in summary["suites"]] == ["tags", "maps", "base", "events", "oracle"]
+    assert all(Path(s["page"]).is_file() for s in summary["suites"])
+    # the site lists epoch 1 once per suite: the passing run replaced the failed one
+    rows = data_docs_rows(site / "index.html")
+    assert sorted((r["run"], r["suite"], r["status"]) for r in rows) == sorted(
+        ("epoch-1", s, "Success") for s in ("tags", "maps", "base", "events", "oracle"))
+    assert len(list((site / "validations").rglob("*.html"))) == 5
     assert {v["view"]: v["success"] for v in summary["views"]} == {"sales": True, "returned": True}
     maps = summary["suites"][1]
     assert maps["rows"] > 0 and len(maps["tables"]) == 7
@@ -86,7 +98,8 @@ def test_quality_report_prints_every_check_and_the_site(shop, capsys) -> None:
     assert "epoch 1: validation passed" in out
     for check in ("tags.present", "maps.counts_not_negative", "base.mult_positive", "events.versions_unique", "oracle.sales"):
         assert check in out
-    assert str(shop.settings.home / "reports" / "epoch-1" / "index.html") in out
+    summary = json.loads((shop.settings.home / "reports" / "epoch-1" / "summary.json").read_text())
+    assert f"report: {summary['report']}" in out and f"data docs (every epoch): {summary['data_docs']}" in out
     assert _cli(shop, "quality", "report", "--epoch", "1", "--format", "json") == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "passed"
 
@@ -133,6 +146,11 @@ def test_a_later_epoch_checks_what_it_touched_and_full_checks_everything(spark, 
     summary = json.loads((settings.home / "reports" / "epoch-2" / "summary.json").read_text())
     assert summary["scope"] == "touched" and summary["views"] == []
     assert _ledger_state(shop, 2) == "published"
+    # the one site's history: epoch 1 in full, epoch 2 as touched (its full run replaced)
+    rows = data_docs_rows(settings.home / "reports" / "data_docs" / "index.html")
+    assert sorted((r["run"], r["suite"]) for r in rows) == sorted(
+        [("epoch-1", s) for s in ("tags", "maps", "base", "events", "oracle")]
+        + [("epoch-2", s) for s in ("tags", "maps", "base", "events")])
 
 
 def _ledger_state(home, epoch: int) -> str:
