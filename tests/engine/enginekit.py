@@ -26,3 +26,12 @@ def write_events(events, folder: Path, relations: set[str]) -> Path:
     for rel, rows in lines.items():
         (folder / f"{rel}.csv").write_text("".join(r + "\n" for r in rows))
     return folder
+
+
+def alive_after(events) -> dict[str, list[tuple]]:
+    """The tuples alive after the events, per relation (a bag)."""
+    out: dict[str, list[tuple]] = {}
+    for e in events:
+        bag = out.setdefault(e.relation, [])
+        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
+    return out

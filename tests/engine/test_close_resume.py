@@ -23,7 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from enginekit import SOURCES, write_events
+from enginekit import SOURCES, alive_after, write_events
 from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.engine.close import close_epoch
@@ -92,14 +92,6 @@ def rerun_close(settings, epoch: int | None) -> str:
 def ingest_epoch(spark, settings, events, folder: Path) -> None:
     for name, (relations, _) in SOURCES.items():
         ingest_files(spark, settings, name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
-
-
-def alive_after(events) -> dict[str, list[tuple]]:
-    out: dict[str, list[tuple]] = {}
-    for e in events:
-        bag = out.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    return out
 
 
 def test_close_killed_at_random_instants_resumes_every_epoch_in_order(spark, simple_home, tmp_path) -> None:

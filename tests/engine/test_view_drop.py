@@ -6,7 +6,7 @@ keep what they held, the name stays reserved, and a retry finishes the job."""
 from __future__ import annotations
 
 import pytest
-from enginekit import CHAIN, REPO, SIMPLE, SOURCES, write_events
+from enginekit import CHAIN, REPO, SIMPLE, SOURCES, alive_after, write_events
 from oracle import DuckOracle
 
 from cumulus.engine.api import Engine
@@ -24,14 +24,6 @@ pytestmark = pytest.mark.e2e
 
 VIEWS = {name: (REPO / "tests" / "fixtures" / "views" / "simple" / f"{name}.sql").read_text()
          for name in ("star_s", "self_join_r")}
-
-
-def alive(events) -> dict[str, list[tuple]]:
-    out: dict[str, list[tuple]] = {}
-    for e in events:
-        bag = out.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    return out
 
 
 def run_epoch(spark, settings, events, folder, epoch: int) -> None:
@@ -70,7 +62,7 @@ def test_drop_removes_what_only_the_view_needed_and_the_rest_stays_exact(spark, 
 
     run_epoch(spark, settings, events[half:], tmp_path / "in2", 2)  # the remaining views, maintained on
     reader = Reader(settings)
-    oracle = DuckOracle(schema, alive(events))
+    oracle = DuckOracle(schema, alive_after(events))
     for name, sql in VIEWS.items():
         got = sorted(reader.read_view(name, reader.stable(2)), key=sort_key)
         assert got == sorted(oracle.query(sql), key=sort_key), name
