@@ -32,7 +32,7 @@ from cumulus.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.files import Batch, committed_batches
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import entries_columns, map_slice, maps_table, versioned
+from cumulus.store.maps import entries_columns, maps_table, versioned
 from cumulus.store.rows import read_rows
 from cumulus.store.tables import META, ensure_table, events_table, qualified
 
@@ -199,18 +199,16 @@ def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
     return reader.load(table)
 
 
-def map_state(spark: SparkSession, settings: Settings, plan: BatchPlan, snapshot: int | None):
-    """A state reader over the maps as of a snapshot of maps.entries (a map's rows; an
-    entry is their sum). The table is read once; each map is its partition of it."""
-    entries = read_at(spark, maps_table(settings), snapshot)
-    return lambda name: map_slice(entries, plan.maps[name])
+def map_state(spark: SparkSession, settings: Settings, snapshot: int | None) -> DataFrame:
+    """The maps as of a snapshot of maps.entries (a map's rows; an entry is their sum)."""
+    return read_at(spark, maps_table(settings), snapshot)
 
 
 def batch_events(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
-) -> tuple[dict[str, DataFrame], int]:
+) -> tuple[dict[str, DataFrame], dict[str, int]]:
     """The batch's events per relation that has any (its ingest batches, read at the
-    pinned snapshots), each materialized once, and how many there are. The relations are
+    pinned snapshots), each materialized once, and how many each has. The relations are
     counted first, in one Spark job: a relation without events adds no delta, and leaving
     it out spares the plans of all its statements."""
     from pyspark.sql import functions as F
@@ -227,7 +225,7 @@ def batch_events(
         tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
     events = {rel: df.localCheckpoint() for rel, df in read.items() if counts.get(rel)}
-    return events, sum(counts.values())
+    return events, {rel: n for rel, n in counts.items() if n}
 
 
 def _manifest_counts(
@@ -337,8 +335,9 @@ def apply_source(
             return None
         fault_point("apply.after-record")
         t0, meter = time.perf_counter(), StageMeter(spark)
-        events, record.events = batch_events(spark, settings, plan, record)
-        deltas = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
+        events, counts = batch_events(spark, settings, plan, record)
+        record.events = sum(counts.values())
+        deltas = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
         record_written(record, write_deltas(spark, settings, record, deltas))
         record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
         io = meter.read()

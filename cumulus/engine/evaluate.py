@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,13 +31,15 @@ from cumulus.m3.ast import (
 )
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.validate import CheckedProgram, MapInfo
-from cumulus.parallel import for_each
 from cumulus.schema import STRING
 from cumulus.sql.calculus import rename
 from cumulus.sql.sqltext import expr_sql, spark_literal
 from cumulus.sql.to_m3 import BatchStatement
 from cumulus.store.maps import (
+    SPARK_DDL,
+    VALUE_TYPES,
     delta_columns,
+    key_slot,
     key_slots,
     live,
     map_slice,
@@ -160,9 +162,6 @@ def _rename_params(trig, params):
 
 # ---------------------------------------------------------------- evaluation
 
-StateReader = Callable[[str], DataFrame]  # map name -> rows (k0..kn, value), unaggregated
-
-
 def _state_columns(name: str, info: MapInfo, state: DataFrame, tag: str) -> DataFrame:
     keys = [f"{quoted(k)} AS {quoted(f'{tag}_k{i}')}" for i, k in enumerate(info.key_names)]
     return state.selectExpr(*keys, f"value AS {quoted(f'{tag}_v')}")
@@ -232,11 +231,12 @@ def _env(names: Mapping[str, str], bound: set[str], target: str) -> Callable[[st
 
 
 def _joined(
-    term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], state: StateReader
+    term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], entries: DataFrame
 ) -> tuple[DataFrame, dict[str, str], set[str]]:
-    """The batch (or its copies) joined with the slice of every map factor of the term's
-    chain, the columns of the loop variables those bind, and the batch's columns.
-    Missing entries are 0 and a factor of 0 adds nothing: inner joins are exact."""
+    """A self-join term's chain (BatchStatement.copies > 1): k copies of the batch joined
+    on the statement's join columns, then with the slice of every map factor; the
+    columns of the loop variables those bind, and the copies' columns. Missing entries
+    are 0 and a factor of 0 adds nothing: inner joins are exact."""
     bs = term.bs
     if bs.sign is not None:
         # A hand-written trigger runs on events of its sign; `op` may be a multiplicity
@@ -248,7 +248,7 @@ def _joined(
     env = _env(names, bound, bs.statement.target.name)
     for i, f in enumerate(term.maps):
         tag = f"__f{i}"
-        slice_ = _state_columns(f.name, maps[f.name], state(f.name), tag)
+        slice_ = _state_columns(f.name, maps[f.name], map_slice(entries, maps[f.name]), tag)
         conds = []
         for j, a in enumerate(f.args):
             if isinstance(a, Var) and a.name not in bound and a.name not in names:
@@ -259,15 +259,17 @@ def _joined(
     return df, names, bound
 
 
-def _delta_row(term: _Term, env: Callable[[str], str], info: MapInfo, columns: Mapping[str, str]) -> str:
+def _delta_row(term: _Term, env: Callable[[str], str], info: MapInfo, columns: Mapping[str, str],
+               factors: Sequence[str]) -> str:
     """The term's delta as a struct of the delta row columns (`columns`: name -> Spark
-    type, in order), as SQL text: its map's slots filled, the others NULL. Text, so that
-    a chain's projection is one call into the JVM however many terms and slots it has."""
+    type, in order), as SQL text: its map's slots filled, the others NULL; `factors`: the
+    columns of its map factors' values. Text, so that a projection is one call into the
+    JVM however many terms and slots it has."""
     # Compiled batch statements are signed by the events' ops; a hand-written trigger's
     # statements already carry their sign and run on events of that sign only.
     value = f"(CAST({term.sign} AS BIGINT) * {'`__op`' if term.bs.sign is None else 'abs(`__op`)'})"
-    for i in range(len(term.maps)):
-        value = f"({value} * {quoted(f'__f{i}_v')})"
+    for factor in factors:
+        value = f"({value} * {factor})"
     for f in term.others:
         value = f"({value} * {sql_of(f, env)})"
     filled = {slot: sql_of(a, env) for slot, a in zip(key_slots(info), term.bs.statement.target.args, strict=True)}
@@ -276,68 +278,186 @@ def _delta_row(term: _Term, env: Callable[[str], str], info: MapInfo, columns: M
     return "named_struct(" + ", ".join(f"'{c}', CAST({filled.get(c, 'NULL')} AS {t})" for c, t in columns.items()) + ")"
 
 
-def relation_deltas(
-    plan: BatchPlan, rel: str, events: DataFrame, state: StateReader, workers: int = 1
+BROADCAST_ROWS = 1_000_000  # rows of a level of `_shared_deltas` broadcast to its joins, at most
+
+
+@dataclass
+class _Chain:
+    """A chain of the shared evaluation (`_shared_deltas`): its terms, the column of each
+    variable bound so far (the batch's, then the loop variables of the factors joined),
+    and the columns of the values of the factors joined so far."""
+
+    terms: list[_Term]
+    env: dict[str, str]
+    factors: list[str] = field(default_factory=list)
+
+    @property
+    def maps(self) -> tuple[MapRef, ...]:
+        return self.terms[0].maps
+
+
+def _when(ids: Sequence[int], text: Callable[[int], str]) -> str:
+    """CASE over the chain id `__chain`: `text(i)` for each chain i of `ids`."""
+    return "CASE `__chain` " + " ".join(f"WHEN {i} THEN {text(i)}" for i in ids) + " END"
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return "`__chain` IN (" + ", ".join(map(str, ids)) + ")"
+
+
+def _shared_deltas(
+    plan: BatchPlan, rel: str, events: DataFrame, entries: DataFrame, groups: list[list[_Term]],
+    columns: Mapping[str, str], size: int | None,
 ) -> DataFrame:
-    """The delta rows (`delta_columns`) of a batch of one relation, not summed. Terms
-    whose joins are the same (the batch joined with the same map slices on the same
-    arguments) share one join, from which a single projection yields each term's row:
-    a plan's cost in Spark grows with its operators, not with the batch."""
+    """The delta rows of the chains of one relation whose terms read one copy of the
+    batch (every chain but a self-join's delta-join-delta terms), with the maps read
+    through a few shared joins instead of one per chain.
+
+    Every event is repeated once per chain (`__chain`, the chain's id). Then, level by
+    level, the rows of the chains with a map factor at that level join maps.entries once
+    per set of key slots their lookups bind (not once per chain: a relation of the view
+    corpus has 48 chains and needs 4 joins): each row carries its chain's map name and
+    the bound key values (a CASE on `__chain`), matched against `map` and those slots of
+    the entries of the group's maps; the slots a lookup leaves free bind loop variables.
+    The chains that end at a level project their terms' delta rows there, in one
+    projection (a CASE on `__chain` choosing the chain's array of rows).
+
+    `size`: the batch's events, when known. The rows of a level are then counted (the
+    batch times the chains at first; after a join, counted once materialized) and, up
+    to BROADCAST_ROWS, broadcast to the joins, which then read maps.entries once and
+    shuffle nothing: a batch after a join has no size estimate Spark trusts, and a sort-
+    merge join would shuffle every entry of the maps it reads."""
+    chains = {i: _Chain(group, {p: quoted(p) for p in plan.params[rel]}) for i, group in enumerate(groups)}
+    rows = events.selectExpr(*map(quoted, plan.params[rel]), "op AS `__op`",
+                             f"explode(array({', '.join(map(str, chains))})) AS `__chain`")
+    for sign, test in (("+", "`__op` <= 0"), ("-", "`__op` >= 0")):  # hand-written triggers: their sign only
+        signed = [i for i, c in chains.items() if c.terms[0].bs.sign == sign]
+        if signed:
+            rows = rows.where(f"NOT ({_ids(signed)} AND {test})")
+    out: list[DataFrame] = []
+    level, active = 0, list(chains)
+    count = None if size is None else size * len(chains)
+    while active:
+        ending = [i for i in active if len(chains[i].maps) == level]
+        active = [i for i in active if len(chains[i].maps) > level]
+        if active and level > 0 and (ending or size is not None):
+            rows = rows.localCheckpoint()  # read twice (here and by the next level's join): computed once
+            count = rows.count() if size is not None else None
+        if ending:
+            def terms_of(i: int) -> str:
+                c = chains[i]
+                return "array(" + ", ".join(
+                    _delta_row(t, _env(c.env, set(), t.bs.statement.target.name), plan.maps[t.bs.statement.target.name],
+                               columns, c.factors) for t in c.terms) + ")"
+            projected = rows.where(_ids(ending)).selectExpr(f"explode({_when(ending, terms_of)}) AS d").select("d.*")
+            out.append(projected.where(live()))
+        if active:
+            small = count is not None and count <= BROADCAST_ROWS
+            rows = _join_level(plan, rows, entries, {i: chains[i] for i in active}, level, small)
+        level += 1
+    return union_all(out)
+
+
+def _join_level(
+    plan: BatchPlan, rows: DataFrame, entries: DataFrame, chains: Mapping[int, _Chain], level: int, small: bool,
+) -> DataFrame:
+    """The rows of `chains` joined with the entries of each chain's map factor at `level`
+    (one join per set of bound key slots; the rows broadcast when `small`); the chains'
+    environments and factors gain the loop variables and the value that factor binds."""
+    tag = f"__f{level}"
+    have = set(entries.columns)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    lookups: dict[int, dict[str, str]] = {}  # chain -> bound slot -> SQL of its value
+    free: dict[int, dict[str, str]] = {}  # chain -> loop variable -> the slot that binds it
+    for i, c in chains.items():
+        f, info = c.maps[level], plan.maps[c.maps[level].name]
+        env = _env(c.env, set(), c.terms[0].bs.statement.target.name)
+        lookups[i], free[i] = {}, {}
+        for j, a in enumerate(f.args):
+            slot = key_slot(j, info.key_types[j])
+            if isinstance(a, Var) and a.name in free[i]:  # restricted M3 (validate.py) has no m[X, X]
+                raise EngineError(f"loop variable {a.name.upper()} appears twice in {f.name}")
+            if isinstance(a, Var) and a.name not in c.env:
+                free[i][a.name] = slot
+            else:
+                lookups[i][slot] = sql_of(a, env)  # compared as the old per-chain joins did: no cast
+        groups.setdefault(tuple(sorted(lookups[i])), []).append(i)
+    slots = sorted({s for i in chains for s in free[i].values()})
+    types = {key_slot(j, t): SPARK_DDL[t] for i, c in chains.items() for j, t in enumerate(plan.maps[c.maps[level].name].key_types)}
+    carried = [quoted(c) for c in rows.columns]
+    joined = []
+    for bound, ids in groups.items():
+        names = sorted({chains[i].maps[level].name for i in ids})
+        request = rows.where(_ids(ids)).selectExpr(
+            *carried, f"{_when(ids, lambda i: spark_literal(Const(chains[i].maps[level].name, STRING)))} AS `__map`",
+            *(f"{_when(ids, lambda i, s=s: lookups[i][s])} AS `__b_{s}`" for s in bound))
+        wanted = sorted(set(bound) | set(slots))
+        side = entries.where(F.col("map").isin(names)).selectExpr(
+            "`map` AS `__e_map`", *(f"{quoted(s) if s in have else f'CAST(NULL AS {types[s]})'} AS `__e_{s}`" for s in wanted),
+            *(f"{value_slot(t)} AS `__e_{value_slot(t)}`" for t in VALUE_TYPES))
+        on = " AND ".join(["`__map` = `__e_map`", *(f"`__b_{s}` = `__e_{s}`" for s in bound)])
+        joined.append((F.broadcast(request) if small else request).join(side, F.expr(on), "inner").selectExpr(
+            *carried, *(f"`__e_{s}` AS `{tag}_{s}`" for s in slots),
+            *(f"`__e_{value_slot(t)}` AS `{tag}_{value_slot(t)}`" for t in VALUE_TYPES)))
+    for i, c in chains.items():
+        c.env.update({var: f"`{tag}_{slot}`" for var, slot in free[i].items()})
+        c.factors.append(f"`{tag}_{value_slot(plan.maps[c.maps[level].name].type)}`")
+    return union_all(joined)
+
+
+def relation_deltas(plan: BatchPlan, rel: str, events: DataFrame, entries: DataFrame, size: int | None = None) -> DataFrame:
+    """The delta rows (`delta_columns`) of a batch of one relation, not summed, over the
+    maps' state `entries` (rows shaped as maps.entries'). Terms whose joins are the same
+    (the batch joined with the same map slices on the same arguments) form a chain that
+    shares one join; the chains share their joins of maps.entries too
+    (`_shared_deltas`): a plan's cost in Spark grows with its operators, not with the
+    batch. A self-join's delta-join-delta terms join copies of the batch, one chain each."""
     columns = {c: t.simpleString() for c, t in delta_columns(plan.maps.values())}
     chains: dict[tuple, list[_Term]] = {}
     for term in _terms(plan.statements[rel]):
         chains.setdefault(term.chain, []).append(term)
-
-    def build(chain: tuple) -> DataFrame:
-        group = chains[chain]
-        df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, state)
-        rows = [_delta_row(t, _env(names, bound, t.bs.statement.target.name), plan.maps[t.bs.statement.target.name], columns)
-                for t in group]
-        row = rows[0] if len(rows) == 1 else "explode(array(" + ", ".join(rows) + "))"
-        out = df.selectExpr(f"{row} AS d").select("d.*")
-        return out.where(live())
-
-    return union_all(list(for_each(build, list(chains), workers, f"{rel} deltas").values()))
+    single = [group for group in chains.values() if group[0].bs.copies == 1]
+    out = [_shared_deltas(plan, rel, events, entries, single, columns, size)] if single else []
+    for group in chains.values():
+        if group[0].bs.copies == 1:
+            continue
+        df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, entries)
+        factors = [quoted(f"__f{i}_v") for i in range(len(group[0].maps))]
+        rows = [_delta_row(t, _env(names, bound, t.bs.statement.target.name), plan.maps[t.bs.statement.target.name],
+                           columns, factors) for t in group]
+        out.append(df.selectExpr(f"explode(array({', '.join(rows)})) AS d").select("d.*").where(live()))
+    return union_all(out)
 
 
 def evaluate_batch(
-    plan: BatchPlan, events: Mapping[str, DataFrame], state: StateReader, workers: int = 1
+    plan: BatchPlan, events: Mapping[str, DataFrame], entries: DataFrame, sizes: Mapping[str, int] | None = None,
 ) -> DataFrame | None:
     """Every map's deltas for a batch (`events[relation]`: the relation's columns and
     `op`) as one frame of delta rows (`delta_columns`: map, key slots, value slots),
     summed per entry with zero sums dropped; None when no relation has events.
-    Relations run in the plan's order; each reads `state` plus the deltas of the
-    relations before it. The deltas of all maps are shaped alike so that they are summed
-    by one aggregation per relation, not one per map: Spark's cost per operator, not the
-    rows, is most of a small batch's. Within a relation the joins' plans are built by
-    `workers` threads (building a plan is a round of analysis in the JVM per DataFrame
-    call, so several at once overlap well)."""
-    earlier: list[tuple[set[str], DataFrame]] = []  # (maps written, their delta rows) per relation
-    read: dict[tuple[str, int], DataFrame] = {}  # (map, relations before) -> its state
-
-    def current(name: str) -> DataFrame:
-        at = (name, len(earlier))
-        if at not in read:
-            info = plan.maps[name]
-            base = state(name).select(*info.key_names, "value")
-            for written, deltas in earlier:
-                if name in written:
-                    base = base.unionByName(map_slice(deltas, info))
-            read[at] = base
-        return read[at]
-
+    `entries`: the maps' state, rows shaped as maps.entries' (a map's entry is the sum of
+    its rows). Relations run in the plan's order; each reads the state plus the deltas of
+    the relations before it. The deltas of all maps are shaped alike so that they are
+    summed by one aggregation per relation, not one per map: Spark's cost per operator,
+    not the rows, is most of a small batch's. `sizes`: the events of each relation, when
+    known (an apply's batch): small batches are broadcast to the joins of maps.entries."""
+    earlier: list[DataFrame] = []  # the delta rows of each relation evaluated so far
+    state = entries
     for rel in plan.order:
         if rel not in events or not plan.statements[rel]:
             continue
         written = {bs.statement.target.name for bs in plan.statements[rel]}
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
-        deltas = summed(relation_deltas(plan, rel, events[rel], current, workers))
-        # A later relation of the batch reads these deltas: materialize them once, so its
-        # plan does not carry (and recompute) this relation's whole evaluation.
-        earlier.append((written, deltas.localCheckpoint() if later & written else deltas))
+        deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel)))
+        if later & written:
+            # A later relation of the batch reads these deltas: materialize them once, so
+            # its plan does not carry (and recompute) this relation's whole evaluation.
+            deltas = deltas.localCheckpoint()
+            state = state.unionByName(deltas, allowMissingColumns=True)
+        earlier.append(deltas)
     if not earlier:
         return None
-    return earlier[0][1] if len(earlier) == 1 else summed(union_all([d for _, d in earlier]))
+    return earlier[0] if len(earlier) == 1 else summed(union_all(earlier))
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

@@ -34,7 +34,6 @@ from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
     entries_columns,
-    map_slice,
     maps_table,
     versioned,
 )
@@ -143,7 +142,7 @@ def evaluate_from_base(
             reader = reader.option("tag", tag)
         events[rel] = reader.load(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
     nothing = spark.table(maps_table(settings)).where(F.lit(False))
-    return evaluate_batch(plan, events, lambda m: map_slice(nothing, plan.maps[m]), settings.table_workers)
+    return evaluate_batch(plan, events, nothing)
 
 
 def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:

@@ -64,9 +64,9 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         if should is None:
             continue
         log.info("epoch %d: batch %s read a stale state of the maps; repairing", epoch, record.batch_id)
-        events, _ = batch_events(spark, settings, plan, record)
-        right = evaluate_batch(plan, events, map_state(spark, settings, plan, should), settings.table_workers)
-        wrong = evaluate_batch(plan, events, map_state(spark, settings, plan, record.read_snapshot), settings.table_workers)
+        events, counts = batch_events(spark, settings, plan, record)
+        right = evaluate_batch(plan, events, map_state(spark, settings, should), counts)
+        wrong = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
         parts = [d for d in (right, negated(wrong) if wrong is not None else None) if d is not None]
         corrections = summed(union_all(parts)) if parts else None
         fix = ApplyRecord(

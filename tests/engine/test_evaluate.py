@@ -16,7 +16,7 @@ from cumulus.m3.parser import parse_program
 from cumulus.m3.validate import validate
 from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views
-from cumulus.store.maps import key_type, map_slice, value_type
+from cumulus.store.maps import delta_columns, key_slots, key_type, map_slice, value_slot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED = Path(__file__).resolve().parents[3] / "shared"
@@ -35,11 +35,18 @@ SIMPLE_VIEWS = [
 def run_in_batches(spark, plan, schema, events, n_batches):
     """Apply events batch by batch; the state is the accumulated deltas."""
     state_rows: dict[str, list] = {m: [] for m in plan.maps}
+    columns = delta_columns(plan.maps.values())
 
-    def frame(name, rows):
-        info = plan.maps[name]
-        fields = [T.StructField(k, key_type(t)) for k, t in zip(info.key_names, info.key_types, strict=True)]
-        return spark.createDataFrame(rows, T.StructType(fields + [T.StructField("value", value_type(info))]))
+    def entries(state):
+        """The state as rows shaped as maps.entries' (what the engine reads)."""
+        rows = []
+        for m, entries_ in state.items():
+            info = plan.maps[m]
+            for *key, value in entries_:
+                row = dict.fromkeys((c for c, _ in columns), None) | {"map": m, value_slot(info.type): value}
+                row.update(zip(key_slots(info), key, strict=True))
+                rows.append(tuple(row[c] for c, _ in columns))
+        return spark.createDataFrame(rows, T.StructType([T.StructField(c, t) for c, t in columns]))
 
     size = max(1, len(events) // n_batches)
     for start in range(0, len(events), size):
@@ -51,7 +58,9 @@ def run_in_batches(spark, plan, schema, events, n_batches):
                 fields = [T.StructField(c, key_type(col.type)) for c, col in zip(plan.params[rel.name], rel.columns, strict=True)]
                 batch[rel.name] = spark.createDataFrame(rows, T.StructType(fields + [T.StructField("op", T.IntegerType())]))
         frozen = {m: list(r) for m, r in state_rows.items()}
-        deltas = evaluate_batch(plan, batch, lambda m, frozen=frozen: frame(m, frozen[m]))
+        # Every other batch with its sizes (an apply's: small levels broadcast), the others without (a rebuild's).
+        sizes = {rel: sum(e.relation == rel for e in chunk) for rel in batch} if start // size % 2 else None
+        deltas = evaluate_batch(plan, batch, entries(frozen), sizes)
         if deltas is None:
             continue
         deltas = deltas.localCheckpoint()
@@ -123,3 +132,4 @@ def test_constants_and_expressions_as_spark_sql_keep_value_and_type(spark) -> No
     row = df.first()
     for i, (e, value, type_) in enumerate(cases):
         assert (row[i], df.schema[i].dataType.simpleString()) == (value, type_), e
+
