@@ -4,27 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from cumulus.commands.m3 import describe, read_text
-from cumulus.config import DEFAULT_DIALECT, SQL_DIALECTS
-from cumulus.schema import load_schema
-from cumulus.sql.views import Compilation, compile_views
-
-
-def view_name(path: str) -> str:
-    """A view's default name: its file's stem (`revenue.sql` -> `revenue`)."""
-    return Path(path).stem.lower().replace("-", "_") if path != "-" else "view"
-
-
-def compile_files(paths: list[str], schema_path: str, dialect: str = DEFAULT_DIALECT) -> Compilation:
-    schema = load_schema(schema_path)
-    return compile_views(schema, [(view_name(p), read_text(p)) for p in paths], dialect)
-
-
-def add_dialect_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dialect", choices=SQL_DIALECTS, default=DEFAULT_DIALECT,
-                        help=f"the SQL dialect of the views (default: {DEFAULT_DIALECT}; a home's: sql_dialect)")
+from cumulus.commands.inputs import add_dialect_option, compile_files
+from cumulus.commands.m3 import describe
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

@@ -68,7 +68,7 @@ def _profile(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _generate(args: argparse.Namespace, rest: list[str]) -> int:
-    from cumulus.commands.compile import add_dialect_option
+    from cumulus.commands.inputs import add_dialect_option
     from cumulus.dbt.generate import generate
     from cumulus.dbt.profile import PROJECT_ENV, project_dir
 

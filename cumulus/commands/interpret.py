@@ -8,8 +8,7 @@ import logging
 import sys
 import time
 
-from cumulus.commands.compile import add_dialect_option, compile_files, view_name
-from cumulus.commands.m3 import load_program
+from cumulus.commands.inputs import add_dialect_option, compile_files, load_program, view_name
 from cumulus.errors import CumulusError
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.m3.interpreter import Interpreter

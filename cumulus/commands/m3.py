@@ -6,26 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from cumulus.commands.inputs import compile_files, load_program, read_text
 from cumulus.errors import CumulusError
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.parser import parse_program
 from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.schema import load_schema
-
-
-def read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise CumulusError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def load_program(path: str, schema_path: str) -> CheckedProgram:
-    text = read_text(path)
-    return validate(parse_program(text, source=path), load_schema(schema_path), text)
 
 
 def describe(checked: CheckedProgram, shared: dict[str, list[str]] | None = None) -> str:
@@ -58,8 +45,6 @@ def describe(checked: CheckedProgram, shared: dict[str, list[str]] | None = None
 
 def cmd_check(args: argparse.Namespace) -> int:
     if all(p.endswith(".sql") for p in args.program):
-        from cumulus.commands.compile import compile_files
-
         compiled = compile_files(args.program, args.schema)
         checked, sharing = compiled.checked, compiled.sharing()
         what = f"{len(args.program)} view(s) compiled"

@@ -13,7 +13,7 @@ from cumulus.output import FORMATS, render
 
 
 def cmd_view_add(args: argparse.Namespace) -> int:
-    from cumulus.commands.m3 import read_text
+    from cumulus.commands.inputs import read_text
     from cumulus.engine.registry import M3, SQL
 
     kind = M3 if args.sql.endswith(".m3") or args.m3 else SQL
