@@ -341,7 +341,8 @@ def _shared_deltas(
         ending = [i for i in active if len(chains[i].maps) == level]
         active = [i for i in active if len(chains[i].maps) > level]
         if active and level > 0 and (ending or size is not None):
-            rows = rows.localCheckpoint()  # read twice (here and by the next level's join): computed once
+            # Materialized: counted, and read by this level's projection and the next join.
+            rows = rows.localCheckpoint()
             count = rows.count() if size is not None else None
         if ending:
             def terms_of(i: int) -> str:
