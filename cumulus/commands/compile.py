@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cumulus.commands.inputs import add_dialect_option, compile_files
+from cumulus.commands.inputs import add_dialect_option, compile_files, read_text, view_name
 from cumulus.commands.m3 import describe
+from cumulus.schema import load_schema
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -14,6 +15,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     sys.stdout.write(compiled.text())
     if args.check:
         sys.stdout.write("\n" + "".join(f"-- {line}\n" for line in describe(compiled.checked, compiled.sharing()).splitlines()))
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from cumulus.sql.explain import explain
+
+    sys.stdout.write(explain(load_schema(args.schema), [(view_name(p), read_text(p)) for p in args.views], args.dialect))
     return 0
 
 
@@ -29,3 +37,16 @@ def register(subparsers) -> None:
     p.add_argument("--check", action="store_true", help="also print maps, depths, sharing and the dataflow")
     add_dialect_option(p)
     p.set_defaults(func=cmd_compile)
+    e = subparsers.add_parser(
+        "explain",
+        help="how views are maintained: per column, the maps, what is computed at read time, or why refused",
+        description="Explain each view (one SELECT per file, named after its file; the views compiled "
+        "together, so shared maps show): its groups, how each column is kept (a map updated by every "
+        "event's deltas) or computed at read time (AVG, MIN, MAX), the maps it reads and those kept for "
+        "it, shared ones with the views they serve; for a refused view, the construct that blocks it "
+        "and where.",
+    )
+    e.add_argument("views", nargs="+", help="view files (SQL)")
+    e.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
+    add_dialect_option(e)
+    e.set_defaults(func=cmd_explain)

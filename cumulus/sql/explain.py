@@ -1,0 +1,77 @@
+"""`cumulus explain`: how each view is maintained, in words. For a view the compiler
+accepts: its groups, how each column is kept (a map updated per event) or computed at
+read time (AVG from a sum and a count, MIN/MAX from a count per value), the maps it reads
+and the maps kept for it through deltas, shared ones marked with the views they serve.
+For a refused view: the construct that blocks it, with its position, and nothing
+maintained (the compiler refuses at the first construct outside the supported SQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cumulus.config import DEFAULT_DIALECT
+from cumulus.errors import PositionedError
+from cumulus.schema import Schema
+from cumulus.sql.views import Compilation, ViewColumn, ViewPlan, compile_views
+
+KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX"}
+
+
+def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> str:
+    """The explanation of every view (name, SQL); the accepted ones compiled together, in
+    order, so sharing is as a home that registers them in that order would have it."""
+    refused: dict[str, PositionedError] = {}
+    for name, sql in views:
+        try:
+            compile_views(schema, [(name, sql)], dialect)
+        except PositionedError as exc:
+            refused[name] = exc
+    accepted = [(n, s) for n, s in views if n not in refused]
+    compiled = compile_views(schema, accepted, dialect) if accepted else None
+    parts = []
+    for name, _ in views:
+        if name in refused:
+            parts.append(f"view {name}: refused, nothing is maintained\n  {_indent(str(refused[name]))}\n")
+        else:
+            assert compiled is not None
+            parts.append(_explain_view(compiled, compiled.views[name]))
+    return "\n".join(parts)
+
+
+def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
+    sharing = compiled.sharing()
+    needed = sorted(m for m, users in sharing.items() if plan.name in users)
+    lines = [f"view {plan.name}: maintained incrementally ({len(needed)} maps, updated by each event's deltas)"]
+    groups = [c.name for c in plan.columns if c.kind == "group"]
+    lines.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
+                 if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    for c in plan.columns:
+        if c.kind != "group":
+            lines.append(f"  {c.name}: {_column(c, plan.count.map)}")
+    read = set(plan.maps)
+    lines.append(f"  reads at query time: {', '.join(m for m in plan.maps)}")
+    through = [m for m in needed if m not in read]
+    if through:
+        lines.append(f"  kept for it through deltas: {', '.join(through)}")
+    shared = [f"{m} (with {', '.join(u for u in sharing[m] if u != plan.name)})" for m in needed if len(sharing[m]) > 1]
+    lines.append(f"  shared with other views: {', '.join(shared)}" if shared else "  shared with other views: none")
+    return "\n".join(lines) + "\n"
+
+
+def _column(c: ViewColumn, count: str) -> str:
+    kind = KINDS[c.kind]
+    assert c.values is not None
+    if c.kind == "count":
+        return f"COUNT, kept in {c.values.map}"
+    if c.kind == "sum":
+        nonnull = f"; NULL while its non-NULL count in {c.nonnull.map} is zero" if c.nonnull else ""
+        return f"SUM, kept in {c.values.map} ({c.type}){nonnull}"
+    if c.kind == "avg":
+        counted = f"the non-NULL count in {c.nonnull.map}" if c.nonnull else f"the group's count in {count}"
+        return f"AVG, at read time: the sum in {c.values.map} / {counted}"
+    return (f"{kind}, at read time: the {'least' if c.kind == 'min' else 'greatest'} value with a non-zero count "
+            f"in {c.values.map} (a count per value, exact under deletes)")
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")
