@@ -112,7 +112,9 @@ def ingest_files(
         report.batch_id = new_batch_id()
         now = dt.datetime.now(dt.UTC)
         ctx = f"epoch {epoch}, source {src.name}"
-        new, entries = _dedupe(spark, settings, src, inputs, epoch, report.batch_id, now)
+        new, entries, report.already_taken = _dedupe(spark, settings, src, inputs, epoch, report.batch_id, now)
+        if report.already_taken:  # a landing folder read again (the warm engine's cadence): nothing to say
+            log.info("%s: %d file(s) taken before from the same path: skipped", ctx, len(report.already_taken))
         for entry in entries:
             log.warning("%s: %s is a duplicate of batch %s: skipped", ctx, entry.path, entry.duplicate_of)
         if new:
@@ -152,14 +154,21 @@ def _dedupe(
     epoch: int,
     batch_id: str,
     now: dt.datetime,
-) -> tuple[list[InputFile], list[FileEntry]]:
-    """New files, and manifest entries for the duplicates (taken before, or twice here)."""
+) -> tuple[list[InputFile], list[FileEntry], list[str]]:
+    """New files; manifest entries for the duplicates (the content taken before under
+    another path, or twice here); and the files taken before from the same path, with the
+    same content (a folder read again: the manifest has their record already)."""
     before = taken(spark, settings, [f.checksum for f in inputs])
     new: list[InputFile] = []
     dups: list[FileEntry] = []
+    again: list[str] = []
     here: set[str] = set()
     for f in inputs:
         first = before.get(f.checksum)
+        if first is not None and first["path"] == f.path and f.checksum not in here:
+            here.add(f.checksum)
+            again.append(f.path)
+            continue
         if first is None and f.checksum not in here:
             here.add(f.checksum)
             new.append(f)
@@ -174,7 +183,7 @@ def _dedupe(
                 detail=f"same content as {where}", ingested_at=now,
             )
         )
-    return new, dups
+    return new, dups, again
 
 
 def _ingest_new(

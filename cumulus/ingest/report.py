@@ -29,6 +29,7 @@ class IngestReport:
     files: list[FileEntry] = field(default_factory=list)
     relations: dict[str, RelationCounts] = field(default_factory=dict)
     recovered: list[str] = field(default_factory=list)  # batches rolled back first
+    already_taken: list[str] = field(default_factory=list)  # files an earlier batch took from the same path
     committed: bool = False  # events and manifest written
     failed: str | None = None  # why the batch was refused (error threshold)
     seconds: float = 0.0
@@ -79,6 +80,8 @@ class IngestReport:
         )
         if dups:
             text += f"; {dups} duplicate file(s) skipped"
+        if self.already_taken:
+            text += f"; {len(self.already_taken)} file(s) taken before"
         if self.batch_id and self.committed:
             text += f"; batch {self.batch_id}"
         return text + f" ({self.seconds:.1f} s)"

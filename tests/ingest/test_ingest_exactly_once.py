@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from ingestkit import REPO, SHOP, events, write, write_home
@@ -155,9 +156,9 @@ def test_exception_after_the_commit(spark, home, tmp_path, monkeypatch, point):
     retry = ingest_files(spark, home, "a", files)
     assert state(spark, home, first_id) == expected(first_id)
     assert [r["line"] for r in bad_rows(spark, home, files[0])] == [7]
-    if point == "after-manifest":  # the first run was complete: the retry takes nothing
-        assert not retry.committed and retry.recovered == []
-        assert [f.status for f in retry.files] == [DUPLICATE, DUPLICATE]
+    if point == "after-manifest":  # the first run was complete: the retry takes nothing, records nothing
+        assert not retry.committed and retry.recovered == [] and retry.files == []
+        assert sorted(retry.already_taken) == sorted(str(Path(f).resolve()) for f in files)
     else:
         assert retry.committed and len(retry.recovered) == 1
 
@@ -165,11 +166,13 @@ def test_exception_after_the_commit(spark, home, tmp_path, monkeypatch, point):
 def test_a_file_is_taken_once_ever(spark, home, tmp_path):
     files = landing(tmp_path / "first", 700)
     first = ingest_files(spark, home, "a", files)
-    # The same content under other names, twice in one batch, and in a later batch.
+    # The same content under another name (a duplicate, recorded), and the files of the
+    # first batch offered again from their paths (taken before: skipped, nothing recorded).
     copy = write(tmp_path / "again" / "orders.csv", open(files[0]).read())
     second = ingest_files(spark, home, "a", [copy, copy.parent.parent / "first" / "orders.csv", files[1]])
     assert not second.committed and second.accepted == 0
-    assert [(f.status, f.duplicate_of) for f in second.files] == [(DUPLICATE, first.batch_id)] * 3
+    assert [(f.path, f.status, f.duplicate_of) for f in second.files] == [(str(Path(copy).resolve()), DUPLICATE, first.batch_id)]
+    assert len(second.already_taken) == 2 and "2 file(s) taken before" in second.headline()
     assert state(spark, home, 700) == expected(700)
     manifest = read_rows(spark, files_table(home), {"batch_id": second.batch_id})
-    assert sorted(r["status"] for r in manifest) == [DUPLICATE] * 3
+    assert [r["status"] for r in manifest] == [DUPLICATE]
