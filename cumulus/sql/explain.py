@@ -2,8 +2,9 @@
 accepts: its groups, how each column is kept (a map updated per event) or computed at
 read time (AVG from a sum and a count, MIN/MAX from a count per value), the maps it reads
 and the maps kept for it through deltas, shared ones marked with the views they serve.
-For a refused view: the construct that blocks it, with its position, and nothing
-maintained (the compiler refuses at the first construct outside the supported SQL)."""
+For a refused view: every clause that blocks it (WITH, subqueries, window functions,
+DISTINCT, HAVING, ORDER BY, LIMIT, ...) with its position, or else the expression the
+compiler refused first; nothing of it is maintained."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from cumulus.config import DEFAULT_DIALECT
 from cumulus.errors import PositionedError
 from cumulus.schema import Schema
+from cumulus.sql.frontend import clause_refusals
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan, compile_views
 
 KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX"}
@@ -20,18 +22,20 @@ KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX
 def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> str:
     """The explanation of every view (name, SQL); the accepted ones compiled together, in
     order, so sharing is as a home that registers them in that order would have it."""
-    refused: dict[str, PositionedError] = {}
+    refused: dict[str, list[PositionedError]] = {}
     for name, sql in views:
         try:
             compile_views(schema, [(name, sql)], dialect)
         except PositionedError as exc:
-            refused[name] = exc
+            refused[name] = clause_refusals(sql, schema, name, dialect) or [exc]
     accepted = [(n, s) for n, s in views if n not in refused]
     compiled = compile_views(schema, accepted, dialect) if accepted else None
     parts = []
     for name, _ in views:
         if name in refused:
-            parts.append(f"view {name}: refused, nothing is maintained\n  {_indent(str(refused[name]))}\n")
+            blocks = "".join(f"  {_indent(str(e))}\n" for e in refused[name])
+            parts.append(f"view {name}: refused ({len(refused[name])} construct(s) outside the supported SQL), "
+                         f"nothing is maintained\n{blocks}")
         else:
             assert compiled is not None
             parts.append(_explain_view(compiled, compiled.views[name]))

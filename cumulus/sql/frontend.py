@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -20,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from cumulus.config import DEFAULT_DIALECT, SQL_DIALECTS
-from cumulus.errors import ConfigError, Position, SQLBindError, UnsupportedSQLError
+from cumulus.errors import ConfigError, Position, PositionedError, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import (
     And,
     BinOp,
@@ -169,7 +170,8 @@ class _Binder:
         return UnsupportedSQLError(what, self.keyword_pos(keyword, nth), self.sql, len(keyword))
 
     # -- top level
-    def bind(self) -> BoundView:
+    def parse(self) -> exp.Select:
+        """The view's one SELECT; UnsupportedSQLError when it is not one."""
         try:
             statements = sqlglot.parse(self.sql, read=self.dialect)
         except (ParseError, TokenError) as exc:
@@ -186,7 +188,12 @@ class _Binder:
             raise self.refuse_kw(f"{word} is not supported (a view is a single aggregate SELECT)", word)
         if not isinstance(select, exp.Select):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
-        self.check_clauses(select)
+        return select
+
+    def bind(self) -> BoundView:
+        select = self.parse()
+        for refusal in self.clause_refusals(select):
+            raise refusal
         self.bind_from(select)
         conjuncts = self.conjuncts(select)
         self.bind_joins(conjuncts)
@@ -207,30 +214,37 @@ class _Binder:
             self.dialect,
         )
 
-    def check_clauses(self, select: exp.Select) -> None:
+    def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
+        """Every clause of the SELECT outside the supported SQL, in the order of the checks
+        (the first is what binding refuses; `explain` lists them all)."""
         if select.args.get("with"):
-            raise self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
+            yield self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
+        found: set[str] = set()
         for node in select.walk():
-            if isinstance(node, exp.Subquery) or (isinstance(node, exp.Select) and node is not select):
-                raise self.refuse_kw("subqueries are not supported", "SELECT", 1)
-            if isinstance(node, exp.Window):
-                raise self.refuse("window functions (OVER) are not supported", node, "OVER")
-            if isinstance(node, exp.Exists):
-                raise self.refuse_kw("EXISTS subqueries are not supported", "EXISTS")
+            if (isinstance(node, exp.Subquery) or (isinstance(node, exp.Select) and node is not select)) \
+                    and "subquery" not in found:
+                found.add("subquery")
+                yield self.refuse_kw("subqueries are not supported", "SELECT", 1)
+            if isinstance(node, exp.Window) and "window" not in found:
+                found.add("window")
+                yield self.refuse("window functions (OVER) are not supported", node, "OVER")
+            if isinstance(node, exp.Exists) and "exists" not in found:
+                found.add("exists")
+                yield self.refuse_kw("EXISTS subqueries are not supported", "EXISTS")
         if select.args.get("distinct"):
-            raise self.refuse_kw("SELECT DISTINCT is not supported", "DISTINCT")
+            yield self.refuse_kw("SELECT DISTINCT is not supported", "DISTINCT")
         if select.args.get("having"):
-            raise self.refuse_kw("HAVING is not supported; filter the view's rows when reading it", "HAVING")
+            yield self.refuse_kw("HAVING is not supported; filter the view's rows when reading it", "HAVING")
         if select.args.get("order"):
-            raise self.refuse_kw("ORDER BY is not supported in a view; order when reading it", "ORDER BY")
+            yield self.refuse_kw("ORDER BY is not supported in a view; order when reading it", "ORDER BY")
         if select.args.get("limit"):
-            raise self.refuse_kw("LIMIT is not supported in a view; limit when reading it", "LIMIT")
+            yield self.refuse_kw("LIMIT is not supported in a view; limit when reading it", "LIMIT")
         if select.args.get("offset"):
-            raise self.refuse_kw("OFFSET is not supported in a view", "OFFSET")
+            yield self.refuse_kw("OFFSET is not supported in a view", "OFFSET")
         if select.args.get("qualify"):
-            raise self.refuse_kw("QUALIFY is not supported", "QUALIFY")
+            yield self.refuse_kw("QUALIFY is not supported", "QUALIFY")
         if not select.args.get("from"):
-            raise UnsupportedSQLError("a view needs a FROM clause naming its relations")
+            yield UnsupportedSQLError("a view needs a FROM clause naming its relations")
 
     # -- FROM and joins
     def bind_from(self, select: exp.Select) -> None:
@@ -749,6 +763,17 @@ def bind_view(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAU
     """Parse (in `dialect`, SQL_DIALECTS) and bind one view; raises UnsupportedSQLError or
     SQLBindError."""
     return _Binder(sql, schema, name, dialect).bind()
+
+
+def clause_refusals(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAULT_DIALECT) -> list[PositionedError]:
+    """Every clause of a view outside the supported SQL, each with its position (WITH,
+    subqueries, window functions, DISTINCT, HAVING, ORDER BY, LIMIT, ...), or the parse
+    error; [] when its clauses pass (binding may still refuse an expression)."""
+    binder = _Binder(sql, schema, name, dialect)
+    try:
+        return list(binder.clause_refusals(binder.parse()))
+    except PositionedError as exc:
+        return [exc]
 
 
 def check_dialect(dialect: str) -> str:
