@@ -1,7 +1,7 @@
 """What the Airflow UI plugin shows, as plain data: the ledger (every epoch's state,
 counts, timings, validation and report: its page in the home's one Data Docs site) and
-every view's stable snapshot (its epoch, row count and age) and main-branch freshness. Read with PyIceberg: no JVM, so it runs
-inside Airflow's API server.
+every view's stable snapshot (its epoch, row count and age) and main-branch freshness.
+Read with PyIceberg: no JVM, so it runs inside Airflow's API server.
 
 Kept per table version (the catalog's metadata location of each table, one query): the
 epochs while the ledger and the manifest stay as they are, the compiled views while the
