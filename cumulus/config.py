@@ -98,8 +98,7 @@ class Settings:
         object.__setattr__(self, "warehouse", warehouse.resolve())
         if int(self.full_validation_every) < 1:
             raise ConfigError(f"full_validation_every must be at least 1 (every epoch), got {self.full_validation_every}")
-        if self.sql_dialect not in SQL_DIALECTS:
-            raise ConfigError(f"sql_dialect must be one of {', '.join(SQL_DIALECTS)}, got {self.sql_dialect!r}")
+        check_dialect(self.sql_dialect)
         if self.epoch_mode not in EPOCH_MODES:
             raise ConfigError(f"epoch_mode must be one of {', '.join(EPOCH_MODES)}, got {self.epoch_mode!r}")
         if not self.catalog_uri.startswith("jdbc:"):
@@ -115,6 +114,13 @@ class Settings:
     @property
     def is_local(self) -> bool:
         return self.spark_master.startswith("local")
+
+
+def check_dialect(dialect: str) -> str:
+    """`dialect`, if views may be written in it (SQL_DIALECTS); else ConfigError."""
+    if dialect not in SQL_DIALECTS:
+        raise ConfigError(f"sql_dialect must be one of {', '.join(SQL_DIALECTS)}, got {dialect!r}")
+    return dialect
 
 
 def sqlite_catalog_uri(db: Path) -> str:

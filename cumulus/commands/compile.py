@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cumulus.commands.inputs import add_dialect_option, compile_files, read_text, view_name
+from cumulus.commands.inputs import add_dialect_option, compile_files, read_views
 from cumulus.commands.m3 import describe
 from cumulus.schema import load_schema
 
@@ -21,7 +21,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from cumulus.sql.explain import explain
 
-    sys.stdout.write(explain(load_schema(args.schema), [(view_name(p), read_text(p)) for p in args.views], args.dialect))
+    sys.stdout.write(explain(load_schema(args.schema), read_views(args.views), args.dialect))
     return 0
 
 

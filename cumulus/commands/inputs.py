@@ -36,9 +36,13 @@ def view_name(path: str) -> str:
     return Path(path).stem.lower().replace("-", "_") if path != "-" else "view"
 
 
+def read_views(paths: list[str]) -> list[tuple[str, str]]:
+    """(name, SQL) of each view file, named after the file."""
+    return [(view_name(p), read_text(p)) for p in paths]
+
+
 def compile_files(paths: list[str], schema_path: str, dialect: str = DEFAULT_DIALECT) -> Compilation:
-    schema = load_schema(schema_path)
-    return compile_views(schema, [(view_name(p), read_text(p)) for p in paths], dialect)
+    return compile_views(load_schema(schema_path), read_views(paths), dialect)
 
 
 def add_dialect_option(parser: argparse.ArgumentParser) -> None:

@@ -33,6 +33,7 @@ from cumulus.m3.dataflow import dataflow
 from cumulus.m3.validate import CheckedProgram, MapInfo
 from cumulus.schema import STRING
 from cumulus.sql.calculus import rename
+from cumulus.sql.mapsql import quote
 from cumulus.sql.sqltext import expr_sql, spark_literal
 from cumulus.sql.to_m3 import BatchStatement
 from cumulus.store.maps import (
@@ -64,11 +65,6 @@ def sql_of(e: Expr, env: Callable[[str], str]) -> str:
         return expr_sql(e, env, exact=True)
     except TypeError as exc:
         raise EngineError(f"cannot evaluate {e!r} in Spark: {exc}") from exc
-
-
-def quoted(name: str) -> str:
-    """A column name as Spark SQL text."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 # ---------------------------------------------------------------- plans
@@ -162,16 +158,14 @@ def _rename_params(trig, params):
 
 # ---------------------------------------------------------------- evaluation
 
-def _state_columns(name: str, info: MapInfo, state: DataFrame, tag: str) -> DataFrame:
-    keys = [f"{quoted(k)} AS {quoted(f'{tag}_k{i}')}" for i, k in enumerate(info.key_names)]
-    return state.selectExpr(*keys, f"value AS {quoted(f'{tag}_v')}")
+def _state_columns(info: MapInfo, state: DataFrame, tag: str) -> DataFrame:
+    keys = [f"{quote(k)} AS {quote(f'{tag}_k{i}')}" for i, k in enumerate(info.key_names)]
+    return state.selectExpr(*keys, f"value AS {quote(f'{tag}_v')}")
 
 
 def _batch_copies(events: DataFrame, params: tuple[str, ...], bs: BatchStatement) -> DataFrame:
-    """The batch, or k copies of it joined on the statement's join columns, with `__op`
-    the product of the copies' ops."""
-    if bs.copies == 1:
-        return events.select(*[F.col(p) for p in params], F.col("op").alias("__op"))
+    """k copies of the batch (k = bs.copies > 1, a self-join's delta-join-delta term)
+    joined on the statement's join columns, with `__op` the product of the copies' ops."""
     copies = [
         events.select(*[F.col(p).alias(f"{p}__{j}") for p in params], F.col("op").alias(f"__op{j}"))
         for j in range(bs.copies)
@@ -224,7 +218,7 @@ def _env(names: Mapping[str, str], bound: set[str], target: str) -> Callable[[st
         if name in names:
             return names[name]
         if name in bound:
-            return quoted(name)
+            return quote(name)
         raise EngineError(f"variable {name.upper()} is unbound in {target}'s statement")
 
     return env
@@ -248,13 +242,13 @@ def _joined(
     env = _env(names, bound, bs.statement.target.name)
     for i, f in enumerate(term.maps):
         tag = f"__f{i}"
-        slice_ = _state_columns(f.name, maps[f.name], map_slice(entries, maps[f.name]), tag)
+        slice_ = _state_columns(maps[f.name], map_slice(entries, maps[f.name]), tag)
         conds = []
         for j, a in enumerate(f.args):
             if isinstance(a, Var) and a.name not in bound and a.name not in names:
-                names[a.name] = quoted(f"{tag}_k{j}")  # a loop variable: ranges over the map
+                names[a.name] = quote(f"{tag}_k{j}")  # a loop variable: ranges over the map
             else:
-                conds.append(f"{quoted(f'{tag}_k{j}')} = {sql_of(a, env)}")
+                conds.append(f"{quote(f'{tag}_k{j}')} = {sql_of(a, env)}")
         df = df.join(slice_, F.expr(" AND ".join(conds)) if conds else F.lit(True), "inner")
     return df, names, bound
 
@@ -327,8 +321,8 @@ def _shared_deltas(
     to BROADCAST_ROWS, broadcast to the joins, which then read maps.entries once and
     shuffle nothing: a batch after a join has no size estimate Spark trusts, and a sort-
     merge join would shuffle every entry of the maps it reads."""
-    chains = {i: _Chain(group, {p: quoted(p) for p in plan.params[rel]}) for i, group in enumerate(groups)}
-    rows = events.selectExpr(*map(quoted, plan.params[rel]), "op AS `__op`",
+    chains = {i: _Chain(group, {p: quote(p) for p in plan.params[rel]}) for i, group in enumerate(groups)}
+    rows = events.selectExpr(*map(quote, plan.params[rel]), "op AS `__op`",
                              f"explode(array({', '.join(map(str, chains))})) AS `__chain`")
     for sign, test in (("+", "`__op` <= 0"), ("-", "`__op` >= 0")):  # hand-written triggers: their sign only
         signed = [i for i, c in chains.items() if c.terms[0].bs.sign == sign]
@@ -385,7 +379,7 @@ def _join_level(
         groups.setdefault(tuple(sorted(lookups[i])), []).append(i)
     slots = sorted({s for i in chains for s in free[i].values()})
     types = {key_slot(j, t): SPARK_DDL[t] for i, c in chains.items() for j, t in enumerate(plan.maps[c.maps[level].name].key_types)}
-    carried = [quoted(c) for c in rows.columns]
+    carried = [quote(c) for c in rows.columns]
     joined = []
     for bound, ids in groups.items():
         names = sorted({chains[i].maps[level].name for i in ids})
@@ -394,7 +388,7 @@ def _join_level(
             *(f"{_when(ids, lambda i, s=s: lookups[i][s])} AS `__b_{s}`" for s in bound))
         wanted = sorted(set(bound) | set(slots))
         side = entries.where(F.col("map").isin(names)).selectExpr(
-            "`map` AS `__e_map`", *(f"{quoted(s) if s in have else f'CAST(NULL AS {types[s]})'} AS `__e_{s}`" for s in wanted),
+            "`map` AS `__e_map`", *(f"{quote(s) if s in have else f'CAST(NULL AS {types[s]})'} AS `__e_{s}`" for s in wanted),
             *(f"{value_slot(t)} AS `__e_{value_slot(t)}`" for t in VALUE_TYPES))
         on = " AND ".join(["`__map` = `__e_map`", *(f"`__b_{s}` = `__e_{s}`" for s in bound)])
         joined.append((F.broadcast(request) if small else request).join(side, F.expr(on), "inner").selectExpr(
@@ -418,12 +412,11 @@ def relation_deltas(plan: BatchPlan, rel: str, events: DataFrame, entries: DataF
     for term in _terms(plan.statements[rel]):
         chains.setdefault(term.chain, []).append(term)
     single = [group for group in chains.values() if group[0].bs.copies == 1]
+    self_joins = [group for group in chains.values() if group[0].bs.copies > 1]
     out = [_shared_deltas(plan, rel, events, entries, single, columns, size)] if single else []
-    for group in chains.values():
-        if group[0].bs.copies == 1:
-            continue
+    for group in self_joins:
         df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, entries)
-        factors = [quoted(f"__f{i}_v") for i in range(len(group[0].maps))]
+        factors = [quote(f"__f{i}_v") for i in range(len(group[0].maps))]
         rows = [_delta_row(t, _env(names, bound, t.bs.statement.target.name), plan.maps[t.bs.statement.target.name],
                            columns, factors) for t in group]
         out.append(df.selectExpr(f"explode(array({', '.join(rows)})) AS d").select("d.*").where(live()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.config import DEFAULT_DIALECT, Settings
@@ -86,18 +86,31 @@ def is_registered(rows: list[RegisteredView], name: str) -> bool:
     raise NotFoundError(f"no view named {name} is registered (views: {views})")
 
 
+def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
+    """Append a row to the registry (a view added, or the `dropped` row of one)."""
+    ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
+    spark.createDataFrame([astuple(view)], ddl).writeTo(views_table(settings)).append()
+
+
 def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:
     """The views registered and not dropped, in registration order."""
     return live(registry(reader, settings))
 
 
 def compile_registered(schema: Schema, rows: list[RegisteredView], dialect: str = DEFAULT_DIALECT) -> Compilation:
-    """One program for everything registered (`rows`: the registry, `registry`): the SQL
-    views compiled together (sharing maps), then each hand-written M3 program added with
-    its own maps. Dropped views are compiled too, in their place, so that every map keeps
-    its name (map names come from the view that first needed them, and old epochs' tags
-    hold the maps under those names); then they are left out (`without`). `dialect`: the
-    home's `sql_dialect`."""
+    """One program for everything registered (`rows`: the registry, `registry`), the
+    dropped views left out (`without`). `dialect`: the home's `sql_dialect`."""
+    return without(*compile_all(schema, rows, dialect), dropped(rows))
+
+
+def compile_all(
+    schema: Schema, rows: list[RegisteredView], dialect: str = DEFAULT_DIALECT,
+) -> tuple[Compilation, dict[str, set[str]]]:
+    """Every view the registry ever had, dropped ones too, in their place: the SQL views
+    compiled together (sharing maps), then each hand-written M3 program added with its
+    own maps; and the maps of each program. Dropped views are compiled so that every map
+    keeps its name (map names come from the view that first needed them, and old epochs'
+    tags hold the maps under those names)."""
     views = [v for v in rows if v.kind != DROPPED]
     compiled = compile_views(schema, [(v.name, v.sql) for v in views if v.kind == SQL], dialect)
     programs: dict[str, set[str]] = {}  # program -> its maps
@@ -106,7 +119,7 @@ def compile_registered(schema: Schema, rows: list[RegisteredView], dialect: str 
             before = set(compiled.checked.maps)
             compiled = with_program(compiled, v.name, v.sql)
             programs[v.name] = set(compiled.checked.maps) - before
-    return without(compiled, dropped(rows), programs)
+    return compiled, programs
 
 
 def needed_maps(compiled: Compilation, views: Iterable[str], programs: Mapping[str, set[str]]) -> set[str]:
@@ -118,9 +131,10 @@ def needed_maps(compiled: Compilation, views: Iterable[str], programs: Mapping[s
     return out
 
 
-def without(compiled: Compilation, gone: set[str], programs: Mapping[str, set[str]]) -> Compilation:
-    """The compilation without the views (and hand-written programs) in `gone`: only the
-    maps the others need, and only the statements that write those."""
+def without(compiled: Compilation, programs: Mapping[str, set[str]], gone: set[str]) -> Compilation:
+    """The compilation (`compile_all`, with the maps of each hand-written program in
+    `programs`) without the views and programs in `gone`: only the maps the others need,
+    and only the statements that write those."""
     if not gone:
         return compiled
     views = {n: v for n, v in compiled.views.items() if n not in gone}

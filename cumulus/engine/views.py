@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -31,10 +31,11 @@ from cumulus.engine.registry import (
     DROPPED,
     M3,
     SQL,
-    VIEWS_COLUMNS,
     RegisteredView,
     ViewError,
+    append_row,
     batch_plan,
+    compile_all,
     compile_registered,
     dropped,
     ensure_views_table,
@@ -42,9 +43,11 @@ from cumulus.engine.registry import (
     live,
     needed_maps,
     registry,
-    views_table,
+    without,
 )
-from cumulus.schema import Schema
+from cumulus.m3.ast import Const
+from cumulus.schema import STRING, Schema
+from cumulus.sql.sqltext import spark_literal
 from cumulus.sql.views import Compilation
 from cumulus.store.ledger import (
     CLOSED,
@@ -134,9 +137,9 @@ def add_view(
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
             move_stable(spark, {maps_table(settings): snap})
-        row = (name, sql, kind, len(rows), closed or 0, dt.datetime.now(dt.UTC).replace(microsecond=0))
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
-        spark.createDataFrame([row], ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
+        append_row(spark, settings, replace(new, added_epoch=closed or 0,
+                                            added_at=dt.datetime.now(dt.UTC).replace(microsecond=0)))
         return compiled
 
 
@@ -170,14 +173,12 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
         rows = registry(spark, settings)
         registered = is_registered(rows, name)
         if registered:
-            epoch = current_epoch(spark, settings)
-            at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-            marker = RegisteredView(name, "", DROPPED, len(rows), epoch, at)
-            ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
-            spark.createDataFrame([(name, "", DROPPED, len(rows), epoch, at)], ddl).writeTo(views_table(settings)).append()
+            marker = RegisteredView(name, "", DROPPED, len(rows), current_epoch(spark, settings),
+                                    dt.datetime.now(dt.UTC).replace(microsecond=0))
+            append_row(spark, settings, marker)
             rows = [*rows, marker]
-        everything = compile_registered(schema, [v for v in rows if v.kind != DROPPED], settings.sql_dialect)
-        kept = compile_registered(schema, rows, settings.sql_dialect).checked.maps
+        everything, programs = compile_all(schema, rows, settings.sql_dialect)
+        kept = without(everything, programs, dropped(rows)).checked.maps
         shared = sorted(needed_maps(everything, [name], {}) & set(kept))
         unneeded = sorted(set(everything.checked.maps) - set(kept))  # of this view and of any dropped before
         removed: list[str] = []
@@ -186,7 +187,7 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             present = spark.table(table).where(F.col("map").isin(unneeded)).select("map").distinct().collect()
             removed = sorted(r["map"] for r in present)
             if removed:
-                names = ", ".join("'" + m.replace("'", "''") + "'" for m in removed)
+                names = ", ".join(spark_literal(Const(m, STRING)) for m in removed)
                 spark.sql(f"DELETE FROM {table} WHERE map IN ({names})")
         for target in view_names(settings, name):
             spark.sql(f"DROP VIEW IF EXISTS {target}")

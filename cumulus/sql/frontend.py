@@ -20,8 +20,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from cumulus.config import DEFAULT_DIALECT, SQL_DIALECTS
-from cumulus.errors import ConfigError, Position, PositionedError, SQLBindError, UnsupportedSQLError
+from cumulus.config import DEFAULT_DIALECT, check_dialect
+from cumulus.errors import Position, PositionedError, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import (
     And,
     BinOp,
@@ -775,8 +775,3 @@ def clause_refusals(sql: str, schema: Schema, name: str = "view", dialect: str =
     except PositionedError as exc:
         return [exc]
 
-
-def check_dialect(dialect: str) -> str:
-    if dialect not in SQL_DIALECTS:
-        raise ConfigError(f"sql_dialect must be one of {', '.join(SQL_DIALECTS)}, got {dialect!r}")
-    return dialect
