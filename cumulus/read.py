@@ -20,7 +20,6 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ReadError
-from cumulus.output import sort_key
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import MAPS, tag_name
@@ -150,8 +149,8 @@ class Reader:
         return self._plan(name).column_names
 
     def read_view(self, name: str, at: At = At(), where: dict[str, Any] | None = None, entries=None) -> list[tuple]:
-        """A view's rows, columns in SELECT order, sorted; `where` keeps rows whose named
-        columns equal the given values. `entries`: all_entries(at), when reading several."""
+        """A view's rows, columns in SELECT order, in the view's ORDER BY (else sorted);
+        `where` keeps rows whose named columns equal the given values. `entries`: all_entries(at), when reading several."""
         from cumulus.sql.views import view_rows
 
         plan = self._plan(name)
@@ -162,7 +161,7 @@ class Reader:
             if unknown:
                 raise ReadError(f"view {name} has no column {', '.join(unknown)} (columns: {', '.join(plan.column_names)})")
             rows = [r for r in rows if all(_text(r[index[c]]) == _text(v) for c, v in where.items())]
-        return sorted(rows, key=sort_key)
+        return plan.presented(rows)
 
     def _plan(self, name: str):
         plan = self.compilation.views.get(name)

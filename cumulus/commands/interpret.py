@@ -41,7 +41,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
 
     if args.view:
         plan = compiled.views[view_name(args.view)]
-        result = sorted(view_rows(plan, interp.entries), key=sort_key)
+        result = plan.presented(view_rows(plan, interp.entries))
         sys.stdout.write(render(plan.column_names, result, args.format))
         return 0
     names = [args.map.lower()] if args.map else list(checked.maps)

@@ -27,8 +27,10 @@ from pathlib import Path
 import yaml
 
 from cumulus.errors import GenerateError
+from cumulus.sql import readtime
 from cumulus.sql.frontend import bind_view
 from cumulus.sql.mapsql import view_sql
+from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 
@@ -202,24 +204,28 @@ def _models(compilation: Compilation, plans: list[ViewPlan]) -> str:
     models = []
     for plan in plans:
         nullable = bind_view(plan.sql, compilation.schema, plan.name, plan.dialect).nullable
-        keys = [c.name for c in plan.columns if c.kind == "group"]
+        by_name = {c.name: c for c in plan.columns}
+        shown = {name: by_name[e.name] if isinstance(e, Ref) else None for name, e in plan.final.select}
+        keys = [n for n, c in shown.items() if c is not None and c.kind == "group"]
         columns = []
-        for col in plan.columns:
+        for (name, e), col in zip(plan.final.select, shown.values(), strict=True):
             tests: list = []
-            if col.kind == "count" or (col.kind == "group" and plan.group[col.group_index] not in nullable):
+            if col is not None and (col.kind == "count" or (col.kind == "group" and plan.group[col.group_index] not in nullable)):
                 tests.append("not_null")
-            columns.append({"name": col.name, "description": _column_doc(plan, col), **({"data_tests": tests} if tests else {})})
+            doc = _column_doc(plan, col) if col is not None else f"computed at read time: {readtime.text(e)}"
+            columns.append({"name": name, "description": doc, **({"data_tests": tests} if tests else {})})
         columns.append({"name": "as_of_epoch", "description": EPOCH_DOC, "data_tests": ["not_null"]})
-        if keys:
+        model_tests: list = []
+        if keys and len(set(keys)) >= len(plan.group):
             model_tests = [{"cumulus_unique_combination": {"arguments": {"columns": keys}}}]
-        else:  # a view without GROUP BY has exactly one row
-            model_tests = [{"cumulus_row_count": {"arguments": {"expected": 1}}}]
+        elif not plan.group and plan.final.having is None and plan.final.limit is None and not plan.final.offset:
+            model_tests = [{"cumulus_row_count": {"arguments": {"expected": 1}}}]  # exactly one row
         models.append({
             "name": staging_model(plan.name),
             "description": f"The Cumulus view `{plan.name}` at the stable snapshot (its rows exactly as "
             f"`cumulus read {plan.name} --epoch N` gives them):\n\n{_sql_block(plan.sql)}\n{STAGING_DOC}\n",
             "config": {"meta": {"generated_by": GENERATED_BY, "cumulus_view": plan.name}},
-            "data_tests": model_tests,
+            **({"data_tests": model_tests} if model_tests else {}),
             "columns": columns,
         })
     return _yaml({"version": 2, "models": models})

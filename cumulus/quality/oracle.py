@@ -137,7 +137,7 @@ def compare_view(
 ) -> ViewComparison:
     """Join both answers on the group columns and describe every difference."""
     columns = plan.column_names
-    group_at = [i for i, c in enumerate(plan.columns) if c.kind == "group"]
+    group_at = list(plan.group_positions())
     out = ViewComparison(plan.name, columns, len(engine), len(recomputed))
 
     def by_group(rows: Sequence[tuple]) -> dict[tuple, list[tuple]]:

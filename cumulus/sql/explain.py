@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from cumulus.config import DEFAULT_DIALECT
 from cumulus.errors import PositionedError
 from cumulus.schema import Schema
+from cumulus.sql import readtime
 from cumulus.sql.frontend import clause_refusals
+from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan, compile_views
 
 KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX"}
@@ -49,9 +51,27 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
     groups = [c.name for c in plan.columns if c.kind == "group"]
     lines.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
                  if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    by_name = {c.name: c for c in plan.columns}
+    for name, e in plan.final.select:
+        if isinstance(e, Ref) and by_name[e.name].kind == "group":
+            continue
+        if isinstance(e, Ref):
+            lines.append(f"  {name}: {_column(by_name[e.name], plan.count.map)}")
+        else:
+            lines.append(f"  {name}: at read time: {readtime.text(e)}")
     for c in plan.columns:
-        if c.kind != "group":
-            lines.append(f"  {c.name}: {_column(c, plan.count.map)}")
+        if c.hidden and c.kind != "group":
+            lines.append(f"  {c.name} (not selected; for read-time work): {_column(c, plan.count.map)}")
+    f = plan.final
+    if f.having is not None:
+        lines.append(f"  HAVING at read time: keeps the groups where {readtime.text(f.having)}")
+    if f.order:
+        keys = ", ".join(f"{readtime.text(o.expr)} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
+                         for o in f.order)
+        lines.append(f"  ORDER BY at read time: {keys} (ties by the group key)")
+    if f.limit is not None or f.offset:
+        lines.append(f"  at read time: {'LIMIT ' + str(f.limit) if f.limit is not None else ''}"
+                     f"{' OFFSET ' + str(f.offset) if f.offset else ''}".replace(":  ", ": "))
     read = set(plan.maps)
     lines.append(f"  reads at query time: {', '.join(m for m in plan.maps)}")
     through = [m for m in needed if m not in read]

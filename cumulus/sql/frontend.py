@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 import sqlglot
@@ -40,6 +40,20 @@ from cumulus.m3.ast import (
 )
 from cumulus.schema import DATE, DECIMAL, FLOAT, INT, NULL, STRING, Schema
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
+from cumulus.sql.readtime import (
+    Arith,
+    Case,
+    Compare,
+    Finish,
+    Lit,
+    Logic,
+    Minus,
+    Negation,
+    NullTest,
+    Order,
+    Ref,
+    RExpr,
+)
 
 AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
 _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -55,6 +69,7 @@ class Output:
     var: str | None = None  # group: the group variable; min/max: the value variable
     value: tuple[Monomial, ...] = ()  # sum/avg: the summed polynomial; count: the counted one
     nonnull: tuple[Monomial, ...] | None = None  # sum/avg: count of non-NULL values, when nullable
+    hidden: bool = False  # kept for a read-time expression, HAVING or ORDER BY, not selected as it is
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ class BoundView:
     nullable: frozenset[str]  # variables that may hold NULL
     var_names: dict[str, str]  # variable -> alias.column, for comments
     dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in
+    finish: Finish | None = None  # SELECT list, HAVING, ORDER BY, LIMIT, OFFSET at read time
 
 
 class _Binder:
@@ -212,6 +228,7 @@ class _Binder:
             frozenset(self.nullable_vars()),
             dict(self.var_label),
             self.dialect,
+            self.finish,
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -233,14 +250,6 @@ class _Binder:
                 yield self.refuse_kw("EXISTS subqueries are not supported", "EXISTS")
         if select.args.get("distinct"):
             yield self.refuse_kw("SELECT DISTINCT is not supported", "DISTINCT")
-        if select.args.get("having"):
-            yield self.refuse_kw("HAVING is not supported; filter the view's rows when reading it", "HAVING")
-        if select.args.get("order"):
-            yield self.refuse_kw("ORDER BY is not supported in a view; order when reading it", "ORDER BY")
-        if select.args.get("limit"):
-            yield self.refuse_kw("LIMIT is not supported in a view; limit when reading it", "LIMIT")
-        if select.args.get("offset"):
-            yield self.refuse_kw("OFFSET is not supported in a view", "OFFSET")
         if select.args.get("qualify"):
             yield self.refuse_kw("QUALIFY is not supported", "QUALIFY")
         if not select.args.get("from"):
@@ -548,7 +557,13 @@ class _Binder:
     def _is_column(self, col: exp.Column) -> bool:
         return any(col.name.lower() in self.schema.relation(rel).column_names for _, rel in self.from_)
 
-    def bind_select(self, select: exp.Select):
+    def bind_select(self, select: exp.Select) -> list[Output]:
+        """The maintained columns (SELECT's group columns and aggregates, then the hidden
+        ones that read-time expressions, HAVING and ORDER BY need) and `self.finish`."""
+        self.outputs: list[Output] = []
+        self.agg_names: dict[str, str] = {}  # an aggregate's SQL -> the output keeping it
+        self.group_names: dict[str, str] = {}  # group variable -> the output showing it
+        items: list[tuple[str, exp.Expression]] = []
         names: set[str] = set()
         for item in select.expressions:
             node = item.this if isinstance(item, exp.Alias) else item
@@ -558,24 +573,150 @@ class _Binder:
             if name in names:
                 raise self.bind_error(f"two SELECT items are named {name}; give them distinct aliases", item)
             names.add(name)
-            aggs = [n for n in node.walk() if isinstance(n, AGGREGATES)]
-            if not aggs:
-                var = self.group_var(node)
-                yield Output(name, "group", var=var)
-                continue
-            if node is not aggs[0]:
+            items.append((name, node))
+        self.names = set(names)
+        exprs: dict[str, RExpr] = {}
+        for name, node in items:  # plain columns first: they keep the maps' names as before
+            while isinstance(node, exp.Paren):
+                node = node.this
+            if isinstance(node, AGGREGATES):
+                self.outputs.append(self.aggregate(name, node))
+                self.agg_names.setdefault(self.agg_key(node), name)
+                exprs[name] = Ref(name)
+            elif not _has_aggregate(node) and self.find_group_var(node) is not None:
+                var = self.find_group_var(node)
+                self.outputs.append(Output(name, "group", var=var))
+                self.group_names.setdefault(var, name)  # type: ignore[arg-type]
+                exprs[name] = Ref(name)
+        for name, node in items:
+            if name not in exprs:
+                exprs[name] = self.post(node, name)
+        chosen = tuple((name, exprs[name]) for name, _ in items)
+        aliases = dict(chosen)
+        having = select.args.get("having")
+        having_expr = self.post(having.this, "having", aliases, columns_first=True) if having else None
+        order = []
+        for o in (select.args.get("order").expressions if select.args.get("order") else []):
+            node = o.this
+            if isinstance(node, exp.Literal) and not node.is_string:
+                idx = int(node.this)
+                if not 1 <= idx <= len(chosen):
+                    raise self.bind_error(f"ORDER BY {idx}: the SELECT list has {len(chosen)} items", node)
+                expr = chosen[idx - 1][1]
+            else:
+                expr = self.post(node, "order", aliases)
+            order.append(Order(expr, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
+        self.finish = Finish(chosen, having_expr, tuple(order), self.count_clause(select, "limit"),
+                             self.count_clause(select, "offset"))
+        return self.outputs
+
+    def count_clause(self, select: exp.Select, key: str) -> int | None:
+        """LIMIT's or OFFSET's number: a non-negative integer constant."""
+        clause = select.args.get(key)
+        if clause is None:
+            return None
+        word = key.upper()
+        value = clause.args.get("expression") if isinstance(clause, (exp.Limit, exp.Offset)) else None
+        if not isinstance(value, exp.Literal) or value.is_string or not re.fullmatch(r"\d+", value.this):
+            raise self.refuse_kw(f"{word} takes a non-negative integer constant, got {self.text_of(clause)}", word)
+        return int(value.this)
+
+    def agg_key(self, node: exp.Expression) -> str:
+        return node.sql(dialect=self.dialect)
+
+    def post(self, e: exp.Expression, stem: str, aliases: dict[str, RExpr] | None = None,
+             columns_first: bool = False) -> RExpr:
+        """A SELECT item, HAVING or ORDER BY expression as a read-time expression over the
+        maintained columns: each aggregate becomes one (hidden unless selected as it is),
+        each group expression the group's column."""
+        if isinstance(e, exp.Paren):
+            return self.post(e.this, stem, aliases, columns_first)
+        if isinstance(e, AGGREGATES):
+            key = self.agg_key(e)
+            if key not in self.agg_names:
+                name = self.hidden_name(stem)
+                self.outputs.append(replace(self.aggregate(name, e), hidden=True))
+                self.agg_names[key] = name
+            return Ref(self.agg_names[key])
+        alias = e.name.lower() if isinstance(e, exp.Column) and not e.table else None
+        if aliases and alias in aliases and not (columns_first and self._is_column(e)):
+            return aliases[alias]
+        if not _has_aggregate(e) and any(isinstance(n, exp.Column) for n in e.walk()):
+            var = self.find_group_var(e)
+            if var is not None:
+                if var not in self.group_names:
+                    name = self.hidden_name(f"g_{var}")
+                    self.outputs.append(Output(name, "group", var=var, hidden=True))
+                    self.group_names[var] = name
+                return Ref(self.group_names[var])
+            if isinstance(e, exp.Column):
+                self.group_var(e)  # raises: neither an aggregate nor in GROUP BY
+        def sub(x: exp.Expression) -> RExpr:
+            return self.post(x, stem, aliases, columns_first)
+
+        if isinstance(e, (exp.Literal, exp.Null, exp.Cast, exp.Boolean)) or (
+            isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)
+        ):
+            value = self.scalar(e)
+            if isinstance(value, Const):
+                return Lit(value.value, value.type)
+        if isinstance(e, exp.Neg):
+            return Minus(sub(e.this))
+        if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(e)]
+            if op == "*" and _aggregated_sum(e.this) and _aggregated_sum(e.expression):
                 raise self.refuse(
-                    f"arithmetic over aggregates ({self.text_of(node)}) is not supported; select the aggregates and "
-                    "combine them when reading", node
-                )
-            yield self.aggregate(name, node)
+                    f"the product of two aggregates ({self.text_of(e)}) is not supported: its exact decimal "
+                    "digits could exceed 38; select them and multiply when reading", e)
+            return Arith(op, sub(e.this), sub(e.expression))
+        if isinstance(e, exp.Nullif):
+            x = sub(e.this)
+            return Case(((Compare("=", x, sub(e.expression)), Lit(None, NULL)),), x)
+        if isinstance(e, exp.Coalesce):
+            args = [sub(e.this), *(sub(a) for a in e.expressions)]
+            return Case(tuple((NullTest(a, negated=True), a) for a in args[:-1]), args[-1])
+        if isinstance(e, exp.Case) and e.this is None:
+            default = e.args.get("default")
+            whens = tuple((sub(b.this), sub(b.args["true"])) for b in e.args["ifs"])
+            return Case(whens, sub(default) if default is not None else Lit(None, NULL))
+        if isinstance(e, tuple(_CMP)):
+            return Compare(_CMP[type(e)], sub(e.this), sub(e.expression))
+        if isinstance(e, (exp.And, exp.Or)):
+            return Logic("AND" if isinstance(e, exp.And) else "OR", sub(e.this), sub(e.expression))
+        if isinstance(e, exp.Not):
+            return Negation(sub(e.this))
+        if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
+            return NullTest(sub(e.this))
+        if isinstance(e, exp.Between):
+            x = sub(e.this)
+            return Logic("AND", Compare(">=", x, sub(e.args["low"])), Compare("<=", x, sub(e.args["high"])))
+        if isinstance(e, exp.In) and e.expressions and not e.args.get("query"):
+            x, out = sub(e.this), None
+            for v in e.expressions:
+                item = Compare("=", x, sub(v))
+                out = item if out is None else Logic("OR", out, item)
+            return out  # type: ignore[return-value]
+        raise self.refuse(
+            f"{self.text_of(e)} ({e.key.upper()}) is not supported over aggregates (read time: arithmetic, "
+            "CASE, NULLIF, COALESCE, comparisons, AND/OR/NOT)", e)
+
+    def hidden_name(self, stem: str) -> str:
+        n = 1
+        while f"{stem}_{n}" in self.names:
+            n += 1
+        self.names.add(f"{stem}_{n}")
+        return f"{stem}_{n}"
 
     def default_name(self, node: exp.Expression) -> str:
         if isinstance(node, exp.Column):
             return node.name
         return node.sql(dialect="duckdb").lower()
 
-    def group_var(self, node: exp.Expression) -> str:
+    def find_group_var(self, node: exp.Expression) -> str | None:
+        """The group variable `node` stands for (a GROUP BY expression, or a column joined
+        to a grouped one), else None."""
+        while isinstance(node, exp.Paren):
+            node = node.this
         for g, var in self.group_exprs:
             if g == node or (isinstance(node, exp.Column) and isinstance(g, exp.Column) and self.column(g) == self.column(node)):
                 return var
@@ -583,6 +724,12 @@ class _Binder:
             var = self.var_of[self.column(node)]
             if var in self.group:  # joined column equal to a grouped one
                 return var
+        return None
+
+    def group_var(self, node: exp.Expression) -> str:
+        var = self.find_group_var(node)
+        if var is not None:
+            return var
         raise self.bind_error(
             f"{self.text_of(node)} is neither an aggregate nor in GROUP BY; add it to GROUP BY or aggregate it", node
         )
@@ -719,6 +866,15 @@ class _Binder:
         if isinstance(x, If):
             return self.may_be_null_raw(x.then, nullable) or self.may_be_null_raw(x.else_, nullable)
         return any(self.may_be_null_raw(c, nullable) for c in x.children() if not isinstance(c, Cond))
+
+
+def _has_aggregate(e: exp.Expression) -> bool:
+    return any(isinstance(n, AGGREGATES) for n in e.walk())
+
+
+def _aggregated_sum(e: exp.Expression) -> bool:
+    """An expression over aggregates other than COUNT (whose values may be decimals)."""
+    return any(isinstance(n, AGGREGATES) and not isinstance(n, exp.Count) for n in e.walk())
 
 
 def _ident_stem(alias: str) -> str:

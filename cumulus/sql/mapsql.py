@@ -13,6 +13,9 @@ The query mirrors view_rows step by step, so its rows are exactly `Reader.read_v
               (the group count when the summed expression is NOT NULL) is 0; AVG the same
               sum as a DOUBLE divided by that count; MIN/MAX the least/greatest value of the
               value-count map whose count is above zero (NULL when there is none)
+    finish    a view with read-time work (expressions over aggregates, HAVING, ORDER BY,
+              LIMIT, OFFSET: cumulus/sql/readtime.py) selects the above, hidden columns and
+              group keys included, as `base` and applies it there
 
 Map keys are matched to view variables by position (a shared map keeps the column names
 of the view that created it) and compared with `<=>`, so a NULL group key finds its
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cumulus.errors import NotFoundError, ViewSQLError
+from cumulus.sql.readtime import Finish, order_sql, to_sql
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.tables import MAPS, tag_name
@@ -175,13 +179,46 @@ class _Builder:
         self.groups_cte()
         columns = [f"{self.column(c)} AS {quote(c.name)}" for c in plan.columns]
         lines = [f"-- view {plan.name} {'at ' + repr(self.tag) if self.tag else 'on main (fresh)'}: its rows from its maps"]
+        if plan.finish is not None:  # the maintained columns and group keys, then the read-time layer
+            columns += [f"g.{quote(g)} AS `__group{i}`" for i, g in enumerate(plan.group)]
+            select = ["SELECT " + ",\n       ".join(columns), "FROM groups g"]
+            select += [self.join_line(j) for j in self.joins.values()]
+            self.ctes["base"] = "\n    ".join(select)
         lines.append("WITH " + ",\n".join(f"{name} AS (\n    {body}\n)" for name, body in self.ctes.items()))
+        if plan.finish is not None:
+            lines += self.finish_lines(plan.finish)
+            return "\n".join(lines) + "\n"
         lines.append("SELECT " + ",\n       ".join(columns))
         lines.append("FROM groups g")
-        for join in self.joins.values():
-            cond = " AND ".join(f"{join.alias}.{quote(c)} <=> g.{quote(v)}" for c, v in join.on) or "TRUE"
-            lines.append(f"LEFT JOIN {join.cte} {join.alias} ON {cond}")
+        lines += [self.join_line(j) for j in self.joins.values()]
         group_outputs = [str(i + 1) for i, c in enumerate(plan.columns) if c.kind == "group"]
         if order and group_outputs:
             lines.append(f"ORDER BY {', '.join(group_outputs)}")
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def join_line(join: _Join) -> str:
+        cond = " AND ".join(f"{join.alias}.{quote(c)} <=> g.{quote(v)}" for c, v in join.on) or "TRUE"
+        return f"LEFT JOIN {join.cte} {join.alias} ON {cond}"
+
+    def finish_lines(self, finish: Finish) -> list[str]:
+        """SELECT list, HAVING (a WHERE over `base`), ORDER BY (then the group key, NULLs
+        first, as readtime.apply breaks ties), LIMIT and OFFSET."""
+        types = self.plan.types
+
+        def ref(name: str) -> str:
+            return f"b.{quote(name)}"
+
+        select = [f"{to_sql(e, ref, types)} AS {quote(n)}" for n, e in finish.select]
+        lines = ["SELECT " + ",\n       ".join(select), "FROM base b"]
+        if finish.having is not None:
+            lines.append(f"WHERE {to_sql(finish.having, ref, types)}")
+        keys = [order_sql(o, ref, types) for o in finish.order]
+        keys += [f"b.`__group{i}` ASC NULLS FIRST" for i in range(len(self.plan.group))]
+        if keys:
+            lines.append("ORDER BY " + ", ".join(keys))
+        if finish.limit is not None:
+            lines.append(f"LIMIT {finish.limit}")
+        if finish.offset:
+            lines.append(f"OFFSET {finish.offset}")
+        return lines

@@ -21,6 +21,7 @@ from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
 from cumulus.sql.frontend import BoundView, bind_view
+from cumulus.sql.readtime import Finish, Ref, apply, type_of
 from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 
 
@@ -40,7 +41,8 @@ class ViewColumn:
     values: MapUse | None = None  # sum/avg: sums; count: counts; min/max: value counts
     nonnull: MapUse | None = None  # sum/avg: count of non-NULL summands
     value_var: str | None = None  # min/max: the variable whose extreme is wanted
-    type: str = "int"  # sum: the sum map's value type (a missing entry is a zero of it)
+    type: str = "int"  # the column's type (sum: the sum map's value type; a missing entry is a zero of it)
+    hidden: bool = False  # kept for the read-time layer only (not a SELECT item as it is)
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,45 @@ class ViewPlan:
     count: MapUse
     columns: tuple[ViewColumn, ...]
     dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in (frontend.SQL_DIALECTS)
+    finish: Finish | None = None  # the read-time layer (None: the visible columns as they are)
 
     @property
     def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
+        """The view's columns, in SELECT order."""
+        return tuple(n for n, _ in self.final.select)
+
+    @property
+    def final(self) -> Finish:
+        return self.finish or Finish(tuple((c.name, Ref(c.name)) for c in self.columns if not c.hidden))
+
+    @property
+    def plain(self) -> bool:
+        """Nothing computed at read time: the view's rows are its maintained columns."""
+        return self.final.trivial([c.name for c in self.columns if not c.hidden])
+
+    @property
+    def types(self) -> dict[str, str]:
+        return {c.name: c.type for c in self.columns}
+
+    def output_types(self) -> tuple[str, ...]:
+        return tuple(type_of(e, self.types) for _, e in self.final.select)
+
+    @property
+    def ordered(self) -> bool:
+        """The view's rows come in an order of its own (ORDER BY, or LIMIT/OFFSET's cut)."""
+        f = self.final
+        return bool(f.order) or f.limit is not None or f.offset is not None
+
+    def presented(self, rows: list[tuple]) -> list[tuple]:
+        """Rows as readers show them: the view's order, else sorted (NULLs first)."""
+        from cumulus.output import sort_key
+
+        return list(rows) if self.ordered else sorted(rows, key=sort_key)
+
+    def group_positions(self) -> tuple[int, ...]:
+        """Positions of the SELECT items that show a group key as it is."""
+        kinds = {c.name: c.kind for c in self.columns}
+        return tuple(i for i, (_, e) in enumerate(self.final.select) if isinstance(e, Ref) and kinds[e.name] == "group")
 
     @property
     def maps(self) -> tuple[str, ...]:
@@ -132,20 +169,24 @@ class _ViewBuilder:
         for out in v.outputs:
             hint = _ident(out.name)
             if out.kind == "group":
-                columns.append(ViewColumn(out.name, "group", group_index=v.group.index(out.var)))
+                col = ViewColumn(out.name, "group", group_index=v.group.index(out.var))
             elif out.kind == "count":
-                columns.append(ViewColumn(out.name, "count", values=self.use(v.group, out.value, hint)))
+                col = ViewColumn(out.name, "count", values=self.use(v.group, out.value, hint))
             elif out.kind in ("sum", "avg"):
                 values = self.use(v.group, out.value, hint)
                 nonnull = self.use(v.group, out.nonnull, f"{hint}_nonnull") if out.nonnull else None
-                columns.append(ViewColumn(out.name, out.kind, values=values, nonnull=nonnull))
+                col = ViewColumn(out.name, out.kind, values=values, nonnull=nonnull)
+            elif out.var in v.group:  # min / max of a group key
+                col = ViewColumn(out.name, out.kind, group_index=v.group.index(out.var))
             else:  # min / max
-                if out.var in v.group:
-                    columns.append(ViewColumn(out.name, out.kind, group_index=v.group.index(out.var)))
-                else:
-                    values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
-                    columns.append(ViewColumn(out.name, out.kind, values=values, value_var=out.var))
-        return ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect)
+                values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
+                col = ViewColumn(out.name, out.kind, values=values, value_var=out.var)
+            columns.append(replace(col, hidden=out.hidden))
+        plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect)
+        finish = v.finish
+        if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
+            plan = replace(plan, finish=finish)
+        return plan
 
 
 def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> Compilation:
@@ -158,17 +199,22 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
             raise ValueError(f"view {name} is given twice")
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
-    typed = {
-        name: replace(
-            plan,
-            columns=tuple(
-                replace(c, type=checked.maps[c.values.map].type) if c.kind in ("sum", "avg") else c
-                for c in plan.columns
-            ),
-        )
-        for name, plan in plans.items()
-    }
+    typed = {name: replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns)) for name, plan in plans.items()}
     return Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
+
+
+def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:
+    """A column with its type: the sum map's value type, the group key's or the value's."""
+    count = checked.maps[plan.count.map]
+    if c.kind in ("sum", "avg"):
+        return replace(c, type=checked.maps[c.values.map].type if c.kind == "sum" else "float")  # type: ignore[union-attr]
+    if c.kind == "count":
+        return replace(c, type="int")
+    if c.group_index is not None:
+        var = plan.group[c.group_index]
+        return replace(c, type=count.key_types[plan.count.keys.index(var)])
+    info = checked.maps[c.values.map]  # type: ignore[union-attr]
+    return replace(c, type=info.key_types[c.values.keys.index(c.value_var)])  # type: ignore[union-attr, arg-type]
 
 
 def _program(compiler: DeltaCompiler) -> CheckedProgram:
@@ -232,7 +278,7 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
 
     rows = []
     for g in groups:
-        row = []
+        row: list = []
         group_count = lookup(plan.count, g)
         for col in plan.columns:
             if col.kind == "group":
@@ -254,4 +300,9 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
                 else:
                     row.append(_average(total, n))
         rows.append(tuple(row))
-    return rows
+    if plan.finish is None:
+        return [tuple(v for v, c in zip(r, plan.columns, strict=True) if not c.hidden) for r in rows]
+    names = [c.name for c in plan.columns]
+    keyed = [dict(zip(names, r, strict=True)) | {f"__group{i}": g[k] for i, k in enumerate(plan.group)}
+             for r, g in zip(rows, groups, strict=True)]
+    return apply(plan.finish, keyed, [f"__group{i}" for i in range(len(plan.group))])

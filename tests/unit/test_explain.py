@@ -15,6 +15,8 @@ CHAIN = "SELECT r.a, SUM(t.d) AS total, AVG(t.d) AS mean, MAX(t.d) AS top FROM r
 STAR = "SELECT s.c, COUNT(*) AS n, SUM(t.d) AS total FROM r, s, t WHERE r.b = s.b AND s.c = t.c GROUP BY s.c"
 HAVING = "SELECT r.a, COUNT(*) AS n\nFROM r\nGROUP BY r.a\nHAVING COUNT(*) > 1\nORDER BY n DESC\nLIMIT 10"
 ARITHMETIC = "SELECT r.a, SUM(r.b) / COUNT(*) AS mean FROM r GROUP BY r.a"
+BAD = "SELECT DISTINCT r.a\nFROM r\nWHERE r.b IN (SELECT s.b FROM s)\nQUALIFY r.a > 1"
+PRODUCT = "SELECT r.a, SUM(r.b) * MAX(r.b) AS p FROM r GROUP BY r.a"
 
 
 def test_each_column_says_how_it_is_kept_and_shared_maps_name_their_views() -> None:
@@ -31,15 +33,25 @@ def test_each_column_says_how_it_is_kept_and_shared_maps_name_their_views() -> N
 
 
 def test_a_refused_view_names_every_blocking_clause_and_where_and_the_others_are_explained() -> None:
-    text = explain(SIMPLE, [("bad", HAVING), ("chain", CHAIN), ("ratio", ARITHMETIC)])
-    bad, chain, ratio = text.split("\n\n")
+    text = explain(SIMPLE, [("bad", BAD), ("chain", CHAIN), ("product", PRODUCT)])
+    bad, chain, product = text.split("\n\n")
     assert bad.startswith("view bad: refused (3 construct(s) outside the supported SQL), nothing is maintained\n")
-    for what, where in (("HAVING is not supported", "line 4, col 1"), ("ORDER BY is not supported", "line 5, col 1"),
-                        ("LIMIT is not supported", "line 6, col 1")):
+    for what, where in (("subqueries are not supported", "line 3, col 15"), ("SELECT DISTINCT is not supported",
+                        "line 1, col 8"), ("QUALIFY is not supported", "line 4, col 1")):
         assert f"  {what}" in bad and where in bad, (what, bad)
     assert chain.startswith("view chain: maintained incrementally")
-    # Clauses pass; the compiler's own refusal (an expression over aggregates) is shown.
-    assert ratio.startswith("view ratio: refused (1 construct(s)") and "arithmetic over aggregates" in ratio
+    # Clauses pass; the compiler's own refusal (a product of two aggregates) is shown.
+    assert product.startswith("view product: refused (1 construct(s)") and "product of two aggregates" in product
+    assert "line 1, col 13" in product
+
+
+def test_what_is_computed_at_read_time_is_said() -> None:
+    having, ratio = explain(SIMPLE, [("having", HAVING), ("ratio", ARITHMETIC)]).split("\n\n")
+    assert "  HAVING at read time: keeps the groups where (n > 1)" in having
+    assert "  ORDER BY at read time: n DESC NULLS LAST (ties by the group key)" in having
+    assert "  at read time: LIMIT 10" in having
+    assert "  mean: at read time: (mean_1 / mean_2)" in ratio
+    assert "  mean_1 (not selected; for read-time work): SUM, kept in ratio_mean_1" in ratio
 
 
 def test_the_command(tmp_path, capsys) -> None:
