@@ -138,6 +138,20 @@ class IsNull(Cond):
 
 
 @dataclass(frozen=True)
+class Like(Cond):
+    """`operand [NOT] LIKE 'pattern'`: SQL LIKE over a string, `%` any run of characters,
+    `_` exactly one, every other character itself (no escape character)."""
+
+    operand: Expr
+    pattern: str
+    negated: bool = False
+    pos: Position | None = field(default=None, compare=False, repr=False)
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
 class And(Cond):
     left: Cond
     right: Cond

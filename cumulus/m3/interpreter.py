@@ -6,7 +6,9 @@ cumulus/m3/ast.py) and the oracle that the Spark engine is tested against."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -22,6 +24,7 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     MapRef,
     Neg,
     Not,
@@ -89,6 +92,13 @@ def coerce(value, type_: str):
     if type_ == INT and isinstance(value, Decimal) and value == value.to_integral_value():
         return int(value)
     return value
+
+
+@functools.lru_cache(maxsize=256)
+def like_regex(pattern: str) -> re.Pattern:
+    """SQL LIKE as a regular expression: `%` any run, `_` one character (newlines too)."""
+    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts), re.DOTALL)
 
 
 _FUNCS = {
@@ -285,6 +295,9 @@ class Interpreter:
             return compare(c.op, self.eval(c.left, env), self.eval(c.right, env))
         if isinstance(c, IsNull):
             return (self.eval(c.operand, env) is None) != c.negated
+        if isinstance(c, Like):
+            v = self.eval(c.operand, env)
+            return None if v is None else (like_regex(c.pattern).fullmatch(v) is not None) != c.negated
         if isinstance(c, Not):
             v = self.test(c.operand, env)
             return None if v is None else not v

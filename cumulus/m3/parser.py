@@ -15,7 +15,7 @@ Grammar (the paper's Figure 1, plus declarations, general IF conditions and func
                | IF cond THEN expr ELSE expr | '(' expr ')'
     mapref    := name '[' expr,* ']'
     cond      := conj (OR conj)* ;  conj := neg (AND neg)* ;  neg := NOT neg | '(' cond ')'
-               | expr CMP expr | expr IS [NOT] NULL
+               | expr CMP expr | expr IS [NOT] NULL | expr [NOT] LIKE 'pattern'
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     MapDecl,
     MapRef,
     Neg,
@@ -51,7 +52,7 @@ from cumulus.m3.ast import (
 from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, NULL, STRING
 
 KEYWORDS = {
-    "ON", "DO", "IF", "THEN", "ELSE", "AND", "OR", "NOT", "IS", "NULL", "DECLARE", "MAP", "DATE",
+    "ON", "DO", "IF", "THEN", "ELSE", "AND", "OR", "NOT", "IS", "NULL", "DECLARE", "MAP", "DATE", "LIKE",
 }
 TYPE_NAMES = {
     "INT": INT, "INTEGER": INT, "BIGINT": INT, "DECIMAL": DECIMAL, "FLOAT": FLOAT,
@@ -344,11 +345,16 @@ class _Parser:
             negated = bool(self.accept("keyword", "NOT"))
             self.expect("keyword", "NULL", "NULL")
             return IsNull(left, negated, tok.pos)
+        if self.at("keyword", "LIKE") or (self.at("keyword", "NOT") and self.tokens[self.i + 1].text.upper() == "LIKE"):
+            negated = bool(self.accept("keyword", "NOT"))
+            self.expect("keyword", "LIKE")
+            pattern = self.expect("string", what="a pattern such as 'PROMO%'")
+            return Like(left, pattern.text[1:-1].replace("''", "'"), negated, tok.pos)
         if tok.kind == "op" and tok.text in COMPARISONS:
             self.i += 1
             return Cmp(tok.text, left, self.expr(), tok.pos)
         raise self.error(
-            f"expected a comparison ({' '.join(COMPARISONS)}) or IS [NOT] NULL, found {_describe(tok)}"
+            f"expected a comparison ({' '.join(COMPARISONS)}), IS [NOT] NULL or [NOT] LIKE, found {_describe(tok)}"
         )
 
 

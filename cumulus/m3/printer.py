@@ -17,6 +17,7 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     MapDecl,
     MapRef,
     Neg,
@@ -97,6 +98,9 @@ def format_cond(c: Cond) -> str:
         return f"{_operand(c.left)} {c.op} {_operand(c.right)}"
     if isinstance(c, IsNull):
         return f"{_operand(c.operand)} IS {'NOT ' if c.negated else ''}NULL"
+    if isinstance(c, Like):
+        pattern = c.pattern.replace("'", "''")
+        return f"{_operand(c.operand)} {'NOT ' if c.negated else ''}LIKE '{pattern}'"
     if isinstance(c, Not):
         return f"NOT {_cond_operand(c.operand, Not)}"
     if isinstance(c, And):

@@ -20,6 +20,7 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     MapRef,
     Neg,
     Not,
@@ -32,7 +33,7 @@ from cumulus.m3.ast import (
     terms,
     variables,
 )
-from cumulus.schema import BOOL, INT, NUMERIC, Schema, promote
+from cumulus.schema import BOOL, INT, NUMERIC, STRING, Schema, promote
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,12 @@ class _Checker:
             self.check_cond(c.operand, env)
         elif isinstance(c, IsNull):
             self.type_of(c.operand, env)
+        elif isinstance(c, Like):
+            t = self.type_of(c.operand, env)
+            if t is not None and t != STRING:
+                raise self.error(f"LIKE needs a STRING operand, got {t.upper()}", c.pos)
+            if "\\" in c.pattern:
+                raise self.error("a LIKE pattern cannot hold a backslash (engines read it as an escape)", c.pos)
         elif isinstance(c, Cmp):
             lt, rt = self.type_of(c.left, env), self.type_of(c.right, env)
             if lt and rt and not (lt == rt or (lt in NUMERIC and rt in NUMERIC)):
@@ -241,8 +248,8 @@ class _Checker:
                         "on the right-hand side",
                         s.target.pos,
                     )
-        if len(set(target_vars)) != len(target_vars):
-            raise self.error(f"a variable appears twice among the keys of {s.target.name}", s.target.pos)
+        if len(set(loop_target)) != len(loop_target):  # a trigger variable may key two slots (a self-join's delta)
+            raise self.error(f"a loop variable appears twice among the keys of {s.target.name}", s.target.pos)
 
     def infer(self) -> None:
         """Fix point over statements: key types flow from event variables through targets

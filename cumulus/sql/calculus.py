@@ -25,6 +25,7 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     MapRef,
     Neg,
     Not,
@@ -95,6 +96,8 @@ def rename(e: Expr, mapping: dict[str, Expr]) -> Expr:
         return Cmp(e.op, rename(e.left, mapping), rename(e.right, mapping))
     if isinstance(e, IsNull):
         return IsNull(rename(e.operand, mapping), e.negated)
+    if isinstance(e, Like):
+        return Like(rename(e.operand, mapping), e.pattern, e.negated)
     if isinstance(e, Not):
         return Not(rename(e.operand, mapping))  # type: ignore[arg-type]
     if isinstance(e, And):

@@ -18,7 +18,8 @@ from cumulus.sql.frontend import clause_refusals
 from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan, compile_views
 
-KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX"}
+KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX", "count_distinct": "COUNT(DISTINCT)",
+         "sum_distinct": "SUM(DISTINCT)", "avg_distinct": "AVG(DISTINCT)"}
 
 
 def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> str:
@@ -84,7 +85,8 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
 
 def _column(c: ViewColumn, count: str) -> str:
     kind = KINDS[c.kind]
-    assert c.values is not None
+    if c.values is None:
+        return f"{kind} of a group key, at read time from the group's key"
     if c.kind == "count":
         return f"COUNT, kept in {c.values.map}"
     if c.kind == "sum":
@@ -93,6 +95,10 @@ def _column(c: ViewColumn, count: str) -> str:
     if c.kind == "avg":
         counted = f"the non-NULL count in {c.nonnull.map}" if c.nonnull else f"the group's count in {count}"
         return f"AVG, at read time: the sum in {c.values.map} / {counted}"
+    if c.kind.endswith("_distinct"):
+        what = {"count_distinct": "the number", "sum_distinct": "the sum", "avg_distinct": "the mean"}[c.kind]
+        return (f"{kind}, at read time: {what} of the values with a non-zero count in {c.values.map} "
+                "(a count per value, exact under deletes)")
     return (f"{kind}, at read time: the {'least' if c.kind == 'min' else 'greatest'} value with a non-zero count "
             f"in {c.values.map} (a count per value, exact under deletes)")
 

@@ -10,7 +10,9 @@ single-relation expressions (arithmetic, CASE, EXTRACT)."""
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -32,12 +34,14 @@ from cumulus.m3.ast import (
     Expr,
     If,
     IsNull,
+    Like,
     Neg,
     Not,
     Or,
     Var,
     variables,
 )
+from cumulus.m3.printer import format_cond
 from cumulus.schema import DATE, DECIMAL, FLOAT, INT, NULL, STRING, Schema
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
 from cumulus.sql.readtime import (
@@ -62,11 +66,12 @@ _EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
 
 @dataclass(frozen=True)
 class Output:
-    """One SELECT item. kind: group | sum | count | avg | min | max."""
+    """One SELECT item. kind: group | sum | count | avg | min | max | count_distinct |
+    sum_distinct | avg_distinct."""
 
     name: str
     kind: str
-    var: str | None = None  # group: the group variable; min/max: the value variable
+    var: str | None = None  # group: the group variable; min/max/..._distinct: the value variable
     value: tuple[Monomial, ...] = ()  # sum/avg: the summed polynomial; count: the counted one
     nonnull: tuple[Monomial, ...] | None = None  # sum/avg: count of non-NULL values, when nullable
     hidden: bool = False  # kept for a read-time expression, HAVING or ORDER BY, not selected as it is
@@ -86,6 +91,7 @@ class BoundView:
     var_names: dict[str, str]  # variable -> alias.column, for comments
     dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in
     finish: Finish | None = None  # SELECT list, HAVING, ORDER BY, LIMIT, OFFSET at read time
+    filter: tuple[Monomial, ...] = ()  # the filter factor of conditions over several relations (() = 1)
 
 
 class _Binder:
@@ -204,6 +210,59 @@ class _Binder:
             raise self.refuse_kw(f"{word} is not supported (a view is a single aggregate SELECT)", word)
         if not isinstance(select, exp.Select):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
+        return self.inline_derived(select)
+
+    def inline_derived(self, select: exp.Select) -> exp.Select:
+        """FROM (SELECT ... FROM ... WHERE ...) AS alias, a subquery without aggregates,
+        GROUP BY, DISTINCT, ORDER BY or LIMIT (TPC-H Q7, Q9), merged into the outer SELECT:
+        its relations join the outer FROM, its WHERE the outer WHERE, and every outer
+        reference to one of its columns becomes the expression behind it. Other subqueries
+        stay, for clause_refusals to refuse."""
+        sources = [select.args["from"]] if select.args.get("from") else []
+        sources += list(select.args.get("joins") or [])
+        for holder in sources:
+            sub = holder.this
+            if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select) or not _mergeable(sub.this):
+                continue
+            inner = self.inline_derived(sub.this)
+            alias = (sub.alias or "").lower()
+            names: dict[str, exp.Expression] = {}
+            for item in inner.expressions:
+                node = item.this if isinstance(item, exp.Alias) else item
+                if isinstance(node, exp.Star):
+                    break
+                names[(item.alias if isinstance(item, exp.Alias) else item.output_name).lower()] = node
+            else:
+                inner_aliases = {(t.alias_or_name or "").lower() for t in [inner.args["from"].this] +
+                                 [j.this for j in inner.args.get("joins") or []]}
+                outer_aliases = {(s.this.alias_or_name or "").lower() for s in sources if s is not holder}
+                if inner_aliases & outer_aliases:
+                    continue  # a name used on both sides: left for the refusal
+                own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
+                order = select.args.get("order")
+                for col in [c for c in select.find_all(exp.Column) if not _inside(c, sub)]:
+                    name, qualifier = col.name.lower(), (col.table or "").lower()
+                    if not qualifier and name in own and order is not None and _inside(col, order):
+                        continue  # ORDER BY names the outer SELECT's item first
+                    if (qualifier == alias or not qualifier) and name in names:
+                        replacement = names[name].copy()
+                        if col.parent is not None and isinstance(col.parent, exp.Select) and col.arg_key == "expressions":
+                            replacement = exp.alias_(replacement, col.name)  # keep the item's name
+                        col.replace(replacement)
+                conds = [c for c in [inner.args.get("where") and inner.args["where"].this] if c is not None]
+                if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
+                    conds.append(holder.args["on"])
+                tables = [exp.Join(this=inner.args["from"].this)] + list(inner.args.get("joins") or [])
+                joins = [j for j in select.args.get("joins") or [] if j is not holder]
+                if isinstance(holder, exp.From):
+                    first = tables.pop(0).this
+                    select.set("from", exp.From(this=first))
+                select.set("joins", joins + tables)
+                where = select.args.get("where")
+                for c in conds:
+                    where = exp.Where(this=c if where is None else exp.And(this=where.this, expression=c))
+                if where is not None:
+                    select.set("where", where)
         return select
 
     def bind(self) -> BoundView:
@@ -229,6 +288,7 @@ class _Binder:
             dict(self.var_label),
             self.dialect,
             self.finish,
+            tuple(self.filter) if self.filter != [Monomial(one(), ())] else (),
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -238,10 +298,18 @@ class _Binder:
             yield self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
         found: set[str] = set()
         for node in select.walk():
+            if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.From, exp.Join)) \
+                    and "subquery" not in found:
+                found.add("subquery")
+                yield self.refuse_kw(
+                    "a subquery in FROM is supported only without GROUP BY, aggregates, DISTINCT, ORDER BY or LIMIT "
+                    "(it is merged into the view); this one is not", "SELECT", 1)
             if (isinstance(node, exp.Subquery) or (isinstance(node, exp.Select) and node is not select)) \
                     and "subquery" not in found:
                 found.add("subquery")
-                yield self.refuse_kw("subqueries are not supported", "SELECT", 1)
+                yield self.refuse_kw(
+                    "subqueries in WHERE, SELECT or HAVING (IN, EXISTS, scalar) are not supported "
+                    "(nested aggregates are not maintained)", "SELECT", 1)
             if isinstance(node, exp.Window) and "window" not in found:
                 found.add("window")
                 yield self.refuse("window functions (OVER) are not supported", node, "OVER")
@@ -308,7 +376,7 @@ class _Binder:
         where = select.args.get("where")
         if where is not None:
             split(where.this)
-        return out
+        return [h for c in out for h in _hoisted(c)]
 
     def column(self, col: exp.Column) -> tuple[str, str]:
         """(alias, column) of a column reference; unqualified names must be unambiguous."""
@@ -419,6 +487,11 @@ class _Binder:
 
     # -- filters
     def bind_filters(self, conjuncts: list[exp.Expression]) -> None:
+        """Single-relation conjuncts filter their atom; a conjunct over several relations
+        (OR / NOT of single-relation conditions) becomes a filter factor: a polynomial of
+        single-relation indicators multiplied into every maintained value (DBToaster's
+        treatment of a condition it cannot push into one relation)."""
+        self.filter: list[Monomial] = [Monomial(one(), ())]
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
                 continue
@@ -428,12 +501,35 @@ class _Binder:
                     raise self.refuse(
                         f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
                     )
-                raise self.refuse(
-                    f"the condition {self.text_of(c)} relates several relations ({', '.join(sorted(aliases))}) but is not "
-                    "an equality of columns; only equi-joins can relate relations", c
-                )
+                self.filter = _product(self.filter, _monomials(self.cond_poly(self.condition(c), c)))
+                continue
             atom = self.atom_index(next(iter(aliases))) if aliases else 0
             self.conds.append((atom, self.condition(c)))
+
+    def cond_poly(self, c: Cond, node: exp.Expression, negated: bool = False) -> list[tuple[int, dict[int, Cond]]]:
+        """[c] (1 where c is true, else 0; `negated`: [NOT c]) as a sum of products of
+        single-relation indicators: terms (coefficient, {atom: condition}), atom -1 for a
+        condition without columns. AND multiplies, A OR B is [A] + [B] - [A][B], NOT goes
+        down to single-relation conditions by De Morgan (exact in SQL's three-valued logic)."""
+        owner = self.owner(c)
+        if owner is None or owner >= 0:
+            return [(1, {-1 if owner is None else owner: Not(c) if negated else c})]
+        if isinstance(c, Not):
+            return self.cond_poly(c.operand, node, not negated)
+        if isinstance(c, (And, Or)):
+            left, right = self.cond_poly(c.left, node, negated), self.cond_poly(c.right, node, negated)
+            both = _ind_and(left, right)
+            if isinstance(c, And) != negated:
+                return both
+            out = _ind_sum(left + right + [(-k, d) for k, d in both])
+            if len(out) > 64:
+                raise self.refuse(f"the condition {self.text_of(node)} expands to {len(out)} terms (at most 64)", node)
+            return out
+        raise self.refuse(
+            f"the condition {self.text_of(node)} relates several relations ({', '.join(sorted(self.aliases_in(node)))}) "
+            "but is not an equality of columns; only equi-joins can relate relations (AND, OR and NOT may combine "
+            "conditions on one relation each)", node
+        )
 
     def condition(self, e: exp.Expression) -> Cond:
         if isinstance(e, exp.Paren):
@@ -443,7 +539,8 @@ class _Binder:
         if isinstance(e, exp.Or):
             return Or(self.condition(e.this), self.condition(e.expression))
         if isinstance(e, exp.Not):
-            return Not(self.condition(e.this))
+            inner = self.condition(e.this)
+            return replace(inner, negated=not inner.negated) if isinstance(inner, Like) else Not(inner)
         if isinstance(e, tuple(_CMP)):
             if isinstance(e.expression, exp.Null) or isinstance(e.this, exp.Null):
                 raise self.refuse(f"comparison with NULL ({self.text_of(e)}) is never true; use IS [NOT] NULL", e)
@@ -463,7 +560,15 @@ class _Binder:
         if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
             return IsNull(self.scalar(e.this))
         if isinstance(e, exp.Like):
-            raise self.refuse(f"LIKE is not supported ({self.text_of(e)})", e, "LIKE")
+            pattern = e.expression
+            if not isinstance(pattern, exp.Literal) or not pattern.is_string:
+                raise self.refuse(f"LIKE takes a constant string pattern ({self.text_of(e)})", e, "LIKE")
+            if "\\" in pattern.this:
+                raise self.refuse(f"a LIKE pattern with a backslash is not supported ({self.text_of(e)}): "
+                                  "Spark reads it as an escape, DuckDB does not", e, "LIKE")
+            return Like(self.scalar(e.this), pattern.this)
+        if isinstance(e, (exp.ILike, exp.Escape, exp.SimilarTo, exp.RegexpLike)):
+            raise self.refuse(f"{self.text_of(e)} ({e.key.upper()}) is not supported; LIKE is", e)
         raise self.refuse(f"unsupported condition {self.text_of(e)} ({e.key.upper()})", e)
 
     def constant(self, e: exp.Expression) -> Const:
@@ -501,9 +606,15 @@ class _Binder:
             if isinstance(inner, Const) and inner.type in (INT, DECIMAL, FLOAT):
                 return Const(-inner.value, inner.type)  # type: ignore[operator]
             return Neg(inner)
+        if isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval):
+            return self.shifted_date(e)
         if isinstance(e, (exp.Add, exp.Sub, exp.Mul)):
             op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
-            return BinOp(op, self.scalar(e.this), self.scalar(e.expression))
+            left, right = self.scalar(e.this), self.scalar(e.expression)
+            numbers = (INT, DECIMAL, FLOAT)
+            if isinstance(left, Const) and isinstance(right, Const) and left.type in numbers and right.type in numbers:
+                return _folded(op, left, right)  # .06 - 0.01 is the constant 0.05, as in DuckDB
+            return BinOp(op, left, right)
         if isinstance(e, (exp.Div, exp.IntDiv, exp.Mod)):
             raise self.refuse(
                 f"division and modulo are not supported ({self.text_of(e)}): results could not be kept exact", e
@@ -528,6 +639,28 @@ class _Binder:
         if isinstance(e, exp.Interval):
             raise self.refuse(f"INTERVAL arithmetic is not supported ({self.text_of(e)})", e, "INTERVAL")
         raise self.refuse(f"unsupported expression {self.text_of(e)} ({e.key.upper()})", e)
+
+    def shifted_date(self, e: exp.Expression) -> Const:
+        """DATE '1994-01-01' + INTERVAL '3' MONTH (or - ...): a date constant. Months and
+        years keep the day, clamped to the month's last (as DuckDB and Spark do)."""
+        interval = e.expression
+        base = self.scalar(e.this)
+        unit = interval.args.get("unit")
+        word = (unit.name.upper() if isinstance(unit, exp.Var) else "").rstrip("S")
+        amount = interval.this.this if isinstance(interval.this, exp.Literal) else None
+        if not isinstance(base, Const) or base.type != DATE or word not in ("YEAR", "MONTH", "DAY") \
+                or amount is None or not re.fullmatch(r"-?\d+", str(amount).strip()):
+            raise self.refuse(
+                f"INTERVAL arithmetic is supported on DATE constants with a whole number of YEAR, MONTH or DAY "
+                f"({self.text_of(e)}); a column plus an interval is not", e, "INTERVAL")
+        n = int(str(amount).strip()) * (-1 if isinstance(e, exp.Sub) else 1)
+        day: dt.date = base.value  # type: ignore[assignment]
+        if word == "DAY":
+            return Const(day + dt.timedelta(days=n), DATE)
+        months = day.year * 12 + day.month - 1 + (n * 12 if word == "YEAR" else n)
+        year, month = divmod(months, 12)
+        last = calendar.monthrange(year, month + 1)[1]
+        return Const(dt.date(year, month + 1, min(day.day, last)), DATE)
 
     # -- GROUP BY and SELECT
     def bind_group(self, select: exp.Select) -> None:
@@ -736,7 +869,19 @@ class _Binder:
 
     def aggregate(self, name: str, node: exp.Expression) -> Output:
         arg = node.this
-        if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
+        if isinstance(arg, exp.Distinct):
+            values = arg.expressions
+            if len(values) != 1:
+                raise self.refuse(f"{node.key.upper()}(DISTINCT ...) of {len(values)} expressions is not supported "
+                                  "(one is)", node, "DISTINCT")
+            if _has_aggregate(values[0]):
+                raise self.refuse(f"nested aggregates are not supported ({self.text_of(node)})", node)
+            if isinstance(node, (exp.Min, exp.Max)):  # the same as without DISTINCT
+                return Output(name, node.key, var=self.define(values[0]))
+            # Kept as a count per group and value (shared with MIN/MAX of the same value),
+            # answered at read time from the values whose count is positive.
+            return Output(name, f"{node.key}_distinct", var=self.define(values[0]))
+        if node.args.get("distinct"):
             raise self.refuse(f"{node.key.upper()}(DISTINCT ...) is not supported", node, "DISTINCT")
         if isinstance(node, exp.Count):
             if isinstance(arg, exp.Star) or arg is None:
@@ -799,11 +944,11 @@ class _Binder:
         )
 
     def indicators(self, cond: Cond, node: exp.Expression) -> tuple[list[Monomial], list[Monomial]]:
+        """[cond] and 1 - [cond] (CASE's ELSE is taken where cond is false or unknown)."""
         owner = self.owner(cond)
         if owner is not None and owner < 0:
-            raise self.refuse(
-                f"the CASE condition in {self.text_of(node)} relates several relations; it may use one relation's columns", node
-            )
+            taken = _monomials(self.cond_poly(cond, node))
+            return taken, [Monomial(one(), ())] + [Monomial(_neg(m.coef), m.factors) for m in taken]
         yes = If(cond, one(), Const(0, INT))
         no = If(cond, Const(0, INT), one())
         if owner is None:
@@ -866,6 +1011,104 @@ class _Binder:
         if isinstance(x, If):
             return self.may_be_null_raw(x.then, nullable) or self.may_be_null_raw(x.else_, nullable)
         return any(self.may_be_null_raw(c, nullable) for c in x.children() if not isinstance(c, Cond))
+
+
+def _mergeable(inner: exp.Select) -> bool:
+    """A subquery in FROM that inline_derived can merge: relations, joins and filters only."""
+    blocked = ("group", "having", "distinct", "order", "limit", "offset", "with", "qualify")
+    return (
+        not any(inner.args.get(k) for k in blocked)
+        and inner.args.get("from") is not None
+        and not any(isinstance(n, (*AGGREGATES, exp.Window)) for i in inner.expressions for n in i.walk())
+    )
+
+
+def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    p = node.parent
+    while p is not None:
+        if p is ancestor:
+            return True
+        p = p.parent
+    return False
+
+
+def _parts(e: exp.Expression, kind: type) -> list[exp.Expression]:
+    """The operands of a chain of ANDs (or ORs), parentheses removed."""
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return _parts(e.this, kind) + _parts(e.expression, kind) if isinstance(e, kind) else [e]
+
+
+def _hoisted(c: exp.Expression) -> list[exp.Expression]:
+    """An OR whose every disjunct holds the same conjunct (TPC-H Q19 repeats its join in
+    each): that conjunct, then the OR of what is left (the OR itself when nothing is
+    common; nothing when a disjunct is all common, the OR being true then)."""
+    disjuncts = _parts(c, exp.Or)
+    if len(disjuncts) < 2:
+        return [c]
+    parts = [_parts(d, exp.And) for d in disjuncts]
+    texts = [{p.sql() for p in ps} for ps in parts]
+    common = [p for p in parts[0] if all(p.sql() in t for t in texts[1:])]
+    if not common:
+        return [c]
+    done = {p.sql() for p in common}
+    rest = [[p for p in ps if p.sql() not in done] for ps in parts]
+    if any(not r for r in rest):
+        return common
+    ors = [functools.reduce(lambda a, b: exp.And(this=a, expression=b), r) for r in rest]
+    return common + [functools.reduce(lambda a, b: exp.Or(this=a, expression=b), ors)]
+
+
+def _folded(op: str, a: Const, b: Const) -> Const:
+    """Constant arithmetic, exact: the wider type of the two (int < decimal < float)."""
+    kind = FLOAT if FLOAT in (a.type, b.type) else DECIMAL if DECIMAL in (a.type, b.type) else INT
+    x, y = a.value, b.value
+    if kind == FLOAT:
+        x, y = float(x), float(y)  # type: ignore[arg-type]
+    elif kind == DECIMAL:
+        x, y = Decimal(x), Decimal(y)  # type: ignore[arg-type]
+    value = x + y if op == "+" else x - y if op == "-" else x * y  # type: ignore[operator]
+    return Const(value, kind)
+
+
+def _ind_and(a: list[tuple[int, dict[int, Cond]]], b: list[tuple[int, dict[int, Cond]]]) -> list[tuple[int, dict[int, Cond]]]:
+    out = []
+    for ka, da in a:
+        for kb, db in b:
+            d = dict(da)
+            for atom, c in db.items():
+                d[atom] = c if atom not in d or d[atom] == c else And(d[atom], c)
+            out.append((ka * kb, d))
+    return _ind_sum(out)
+
+
+def _ind_sum(terms: list[tuple[int, dict[int, Cond]]]) -> list[tuple[int, dict[int, Cond]]]:
+    """Terms with equal conditions added up; zero terms dropped."""
+    acc: dict[tuple, tuple[int, dict[int, Cond]]] = {}
+    for k, d in terms:
+        key = tuple(sorted((atom, format_cond(c)) for atom, c in d.items()))
+        acc[key] = (acc[key][0] + k, d) if key in acc else (k, d)
+    return [t for t in acc.values() if t[0] != 0]
+
+
+def _monomials(terms: list[tuple[int, dict[int, Cond]]]) -> list[Monomial]:
+    out = []
+    for k, d in terms:
+        coef: Expr = Const(k, INT)
+        factors = []
+        for atom, c in sorted(d.items(), key=lambda kv: kv[0]):
+            indicator = If(c, one(), Const(0, INT))
+            if atom < 0:
+                coef = _mul(coef, indicator)
+            else:
+                factors.append((atom, indicator))
+        out.append(Monomial(coef, tuple(factors)))
+    return out
+
+
+def product(a: list[Monomial], b: list[Monomial]) -> list[Monomial]:
+    """The product of two polynomials of single-relation factors."""
+    return _product(a, b)
 
 
 def _has_aggregate(e: exp.Expression) -> bool:

@@ -138,7 +138,8 @@ class _Builder:
         return f"{self.joins[key].alias}.`value`"
 
     def extreme(self, col: ViewColumn) -> str:
-        """MIN/MAX of the value variable over the value-count map's live entries."""
+        """MIN/MAX (COUNT/SUM of the distinct values) of the value variable over the
+        value-count map's live entries."""
         use = col.values
         key = ("extreme", use.map, use.keys, col.value_var)
         if key not in self.joins:
@@ -149,6 +150,7 @@ class _Builder:
             select = ", ".join(
                 [*(f"{g} AS {quote(v)}" for g, v in zip(group, self.plan.group, strict=True)),
                  f"MIN({value}) AS `__min`", f"MAX({value}) AS `__max`"]
+                + [f"{agg}({value}) AS `__{agg.lower()}`" for agg in self.distinct_aggregates(use, col.value_var)]
             )
             body = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0 AND {value} IS NOT NULL"
             if group:
@@ -157,14 +159,30 @@ class _Builder:
             self.ctes[cte] = body
             on = tuple((g, g) for g in self.plan.group)
             self.joins[key] = _Join(f"j{len(self.joins)}", cte, on)
-        return f"{self.joins[key].alias}.{'`__min`' if col.kind == 'min' else '`__max`'}"
+        alias = self.joins[key].alias
+        if col.kind == "count_distinct":
+            return f"COALESCE({alias}.`__count`, 0)"
+        if col.kind == "avg_distinct":
+            return f"CAST({alias}.`__sum` AS DOUBLE) / {alias}.`__count`"
+        return f"{alias}.{ {'min': '`__min`', 'max': '`__max`', 'sum_distinct': '`__sum`'}[col.kind]}"
+
+    def distinct_aggregates(self, use: MapUse, var: str | None) -> list[str]:
+        """COUNT and/or SUM of the distinct values, as the plan's ..._distinct columns of
+        this value need them."""
+        kinds = {c.kind for c in self.plan.columns if c.values == use and c.value_var == var}
+        return [agg for agg, needs in (("COUNT", ("count_distinct", "avg_distinct")), ("SUM", ("sum_distinct", "avg_distinct")))
+                if kinds & set(needs)]
 
     # -- the SELECT
     def column(self, col: ViewColumn) -> str:
         plan = self.plan
-        if col.kind == "group" or (col.kind in ("min", "max") and col.values is None):
+        if col.kind == "group" or (col.kind in ("min", "max", "sum_distinct") and col.values is None):
             return f"g.{quote(plan.group[col.group_index])}"
-        if col.kind in ("min", "max"):
+        if col.kind == "count_distinct" and col.values is None:
+            return f"CASE WHEN g.{quote(plan.group[col.group_index])} IS NULL THEN 0 ELSE 1 END"
+        if col.kind == "avg_distinct" and col.values is None:
+            return f"CAST(g.{quote(plan.group[col.group_index])} AS DOUBLE)"
+        if col.value_var is not None:
             return self.extreme(col)
         if col.kind == "count":
             return f"COALESCE({self.entry(col.values)}, 0)"

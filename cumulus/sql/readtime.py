@@ -146,7 +146,7 @@ def refs(e: RExpr) -> list[str]:
 
 # ---------------------------------------------------------------- Python evaluation
 
-_EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN)
+EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN)
 
 
 def evaluate(e: RExpr, row: dict[str, object]):
@@ -191,7 +191,7 @@ def arith(op: str, a, b):
         a, b = float(a), float(b)
     elif isinstance(a, Decimal) or isinstance(b, Decimal):
         a, b = Decimal(a), Decimal(b)
-        return {"+": _EXACT.add, "-": _EXACT.subtract, "*": _EXACT.multiply}[op](a, b)
+        return {"+": EXACT.add, "-": EXACT.subtract, "*": EXACT.multiply}[op](a, b)
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 

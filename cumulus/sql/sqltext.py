@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from cumulus.m3.ast import And, BinOp, Call, Cmp, Const, Expr, If, IsNull, Neg, Not, Or, Var
+from cumulus.m3.ast import And, BinOp, Call, Cmp, Const, Expr, If, IsNull, Like, Neg, Not, Or, Var
 from cumulus.m3.printer import format_const
 from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, STRING, Schema
 from cumulus.sql.calculus import Query
@@ -42,6 +42,10 @@ def expr_sql(e: Expr, ref, exact: bool = False) -> str:
         return f"({sql(e.left)} {e.op} {sql(e.right)})" if exact else f"{sql(e.left)} {e.op} {sql(e.right)}"
     if isinstance(e, IsNull):
         text = f"{sql(e.operand)} IS {'NOT ' if e.negated else ''}NULL"
+        return f"({text})" if exact else text
+    if isinstance(e, Like):
+        pattern = spark_literal(Const(e.pattern, STRING)) if exact else "'" + e.pattern.replace("'", "''") + "'"
+        text = f"{sql(e.operand)} {'NOT ' if e.negated else ''}LIKE {pattern}"
         return f"({text})" if exact else text
     if isinstance(e, Not):
         return f"(NOT {sql(e.operand)})" if exact else f"NOT ({sql(e.operand)})"

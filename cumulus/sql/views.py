@@ -20,8 +20,8 @@ from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
-from cumulus.sql.frontend import BoundView, bind_view
-from cumulus.sql.readtime import Finish, Ref, apply, type_of
+from cumulus.sql.frontend import BoundView, bind_view, product
+from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of
 from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 
 
@@ -36,11 +36,11 @@ class MapUse:
 @dataclass(frozen=True)
 class ViewColumn:
     name: str
-    kind: str  # group | sum | count | avg | min | max
+    kind: str  # group | sum | count | avg | min | max | count_distinct | sum_distinct | avg_distinct
     group_index: int | None = None  # group: position in the view's group variables
     values: MapUse | None = None  # sum/avg: sums; count: counts; min/max: value counts
     nonnull: MapUse | None = None  # sum/avg: count of non-NULL summands
-    value_var: str | None = None  # min/max: the variable whose extreme is wanted
+    value_var: str | None = None  # min/max/..._distinct: the variable whose values are wanted
     type: str = "int"  # the column's type (sum: the sum map's value type; a missing entry is a zero of it)
     hidden: bool = False  # kept for the read-time layer only (not a SELECT item as it is)
 
@@ -152,6 +152,8 @@ class _ViewBuilder:
     def query(self, keys: tuple[str, ...], value: tuple[Monomial, ...]) -> Query:
         v = self.v
         names = tuple(v.var_names.items())
+        if v.filter:  # conditions over several relations: every value times the filter factor
+            value = tuple(product(list(v.filter), list(value)))
         return Query(v.atoms, v.derived, v.conds, keys, value, names)
 
     def use(self, keys: tuple[str, ...], value: tuple[Monomial, ...], hint: str) -> MapUse:
@@ -176,9 +178,9 @@ class _ViewBuilder:
                 values = self.use(v.group, out.value, hint)
                 nonnull = self.use(v.group, out.nonnull, f"{hint}_nonnull") if out.nonnull else None
                 col = ViewColumn(out.name, out.kind, values=values, nonnull=nonnull)
-            elif out.var in v.group:  # min / max of a group key
+            elif out.var in v.group:  # min / max / ..._distinct of a group key
                 col = ViewColumn(out.name, out.kind, group_index=v.group.index(out.var))
-            else:  # min / max
+            else:  # min / max / ..._distinct: a count per group and value
                 values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
                 col = ViewColumn(out.name, out.kind, values=values, value_var=out.var)
             columns.append(replace(col, hidden=out.hidden))
@@ -208,8 +210,10 @@ def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn
     count = checked.maps[plan.count.map]
     if c.kind in ("sum", "avg"):
         return replace(c, type=checked.maps[c.values.map].type if c.kind == "sum" else "float")  # type: ignore[union-attr]
-    if c.kind == "count":
+    if c.kind in ("count", "count_distinct"):
         return replace(c, type="int")
+    if c.kind == "avg_distinct":
+        return replace(c, type="float")
     if c.group_index is not None:
         var = plan.group[c.group_index]
         return replace(c, type=count.key_types[plan.count.keys.index(var)])
@@ -244,6 +248,23 @@ def _average(total, count) -> float:
     return float(total) / count
 
 
+VALUE_KINDS = ("min", "max", "count_distinct", "sum_distinct", "avg_distinct")
+
+
+def _of_values(kind: str, values: list):
+    """MIN, MAX, COUNT/SUM/AVG(DISTINCT) of a group's distinct non-NULL values."""
+    if kind == "count_distinct":
+        return len(values)
+    if not values:
+        return None
+    if kind in ("min", "max"):
+        return (min if kind == "min" else max)(values)
+    total = values[0]
+    for v in values[1:]:
+        total = EXACT.add(total, v) if isinstance(total, Decimal) else total + v
+    return total if kind == "sum_distinct" else float(total) / len(values)
+
+
 def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]]) -> list[tuple]:
     """The view's rows (columns in SELECT order) from its maps' entries; `read_map(name)`
     returns a map's entries as {key tuple: value}."""
@@ -267,7 +288,7 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
 
     extremes: dict[tuple[str, str], dict[tuple, list]] = {}
     for col in plan.columns:
-        if col.kind in ("min", "max") and col.values is not None:
+        if col.value_var is not None and col.values is not None:
             per_group: dict[tuple, list] = {}
             for key, n in entries(col.values.map).items():
                 row = dict(zip(col.values.keys, key, strict=True))
@@ -283,11 +304,11 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
         for col in plan.columns:
             if col.kind == "group":
                 row.append(g[plan.group[col.group_index]])
-            elif col.kind in ("min", "max") and col.values is None:
-                row.append(g[plan.group[col.group_index]])
-            elif col.kind in ("min", "max"):
-                values = extremes[(col.name, col.kind)].get(tuple(g[k] for k in plan.group), [])
-                row.append((min if col.kind == "min" else max)(values) if values else None)
+            elif col.kind in VALUE_KINDS and col.values is None:  # of a group key
+                row.append(_of_values(col.kind, [] if g[plan.group[col.group_index]] is None
+                                      else [g[plan.group[col.group_index]]]))
+            elif col.kind in VALUE_KINDS:
+                row.append(_of_values(col.kind, extremes[(col.name, col.kind)].get(tuple(g[k] for k in plan.group), [])))
             elif col.kind == "count":
                 row.append(lookup(col.values, g))
             else:
