@@ -52,6 +52,9 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
     groups = [c.name for c in plan.columns if c.kind == "group"]
     lines.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
                  if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    for text in plan.filter_text:
+        lines.append(f"  after the join: {text}, as a filter factor ({plan.filter_terms} products of "
+                     "single-relation conditions) in every map's value")
     by_name = {c.name: c for c in plan.columns}
     for name, e in plan.final.select:
         if isinstance(e, Ref) and by_name[e.name].kind == "group":

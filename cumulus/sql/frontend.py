@@ -92,6 +92,7 @@ class BoundView:
     dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in
     finish: Finish | None = None  # SELECT list, HAVING, ORDER BY, LIMIT, OFFSET at read time
     filter: tuple[Monomial, ...] = ()  # the filter factor of conditions over several relations (() = 1)
+    filter_text: tuple[str, ...] = ()  # those conditions as written
 
 
 class _Binder:
@@ -289,6 +290,7 @@ class _Binder:
             self.dialect,
             self.finish,
             tuple(self.filter) if self.filter != [Monomial(one(), ())] else (),
+            tuple(self.filter_text),
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -492,6 +494,7 @@ class _Binder:
         single-relation indicators multiplied into every maintained value (DBToaster's
         treatment of a condition it cannot push into one relation)."""
         self.filter: list[Monomial] = [Monomial(one(), ())]
+        self.filter_text: list[str] = []
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
                 continue
@@ -502,6 +505,7 @@ class _Binder:
                         f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
                     )
                 self.filter = _product(self.filter, _monomials(self.cond_poly(self.condition(c), c)))
+                self.filter_text.append(self.text_of(c))
                 continue
             atom = self.atom_index(next(iter(aliases))) if aliases else 0
             self.conds.append((atom, self.condition(c)))

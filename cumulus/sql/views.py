@@ -54,6 +54,8 @@ class ViewPlan:
     columns: tuple[ViewColumn, ...]
     dialect: str = DEFAULT_DIALECT  # the dialect `sql` is written in (frontend.SQL_DIALECTS)
     finish: Finish | None = None  # the read-time layer (None: the visible columns as they are)
+    filter_text: tuple[str, ...] = ()  # conditions over several relations, kept as a filter factor
+    filter_terms: int = 0  # the factor's single-relation terms
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -184,7 +186,8 @@ class _ViewBuilder:
                 values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
                 col = ViewColumn(out.name, out.kind, values=values, value_var=out.var)
             columns.append(replace(col, hidden=out.hidden))
-        plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect)
+        plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
+                        filter_text=v.filter_text, filter_terms=len(v.filter))
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)

@@ -59,3 +59,15 @@ def test_the_command(tmp_path, capsys) -> None:
     view.write_text(CHAIN)
     assert main(["explain", str(view), "--schema", str(FIXTURES / "schemas" / "simple.sql")]) == 0
     assert capsys.readouterr().out.startswith("view chain: maintained incrementally")
+
+
+def test_filter_factors_and_distinct_aggregates_are_said() -> None:
+    tpch = load_schema(FIXTURES / "schemas" / "tpch.sql")
+    views = [(n, (FIXTURES / "views" / k / f"{n}.sql").read_text())
+             for k, n in (("tpch_queries", "q07"), ("constructs", "distinct_aggregates_by_nation"))]
+    q07, distinct = explain(tpch, views).split("\n\n")
+    assert "  after the join: (n1.n_name = 'FRANCE' AND n2.n_name = 'GERMANY') OR (n1.n_name = 'GERMANY' AND " in q07
+    assert "as a filter factor (3 products of single-relation conditions) in every map's value" in q07
+    assert "  ORDER BY at read time: supp_nation ASC NULLS FIRST, cust_nation ASC NULLS FIRST, l_year ASC" in q07
+    assert "  priorities: COUNT(DISTINCT), at read time: the number of the values with a non-zero count in " in distinct
+    assert "  HAVING at read time: keeps the groups where (repeat_orders_2 >= 2)" in distinct
