@@ -1,9 +1,11 @@
 """`cumulus explain`: how each view is maintained, in words. For a view the compiler
-accepts: its groups, how each column is kept (a map updated per event) or computed at
-read time (AVG from a sum and a count, MIN/MAX from a count per value), the maps it reads
-and the maps kept for it through deltas, shared ones marked with the views they serve.
-For a refused view: every clause that blocks it (WITH, subqueries, window functions,
-DISTINCT, HAVING, ORDER BY, LIMIT, ...) with its position, or else the expression the
+accepts: its groups, the conditions kept as a filter factor after the join, how each
+column is kept (a map updated per event) or computed at read time (AVG from a sum and a
+count, MIN/MAX and COUNT/SUM/AVG(DISTINCT) from a count per value, expressions over
+aggregates, HAVING, ORDER BY, LIMIT/OFFSET), the aggregates kept only for that, the maps
+it reads and the maps kept for it through deltas, shared ones marked with the views they
+serve. For a refused view: every clause that blocks it (WITH, subqueries, EXISTS, window
+functions, SELECT DISTINCT, QUALIFY) with its position, or else the expression the
 compiler refused first; nothing of it is maintained."""
 
 from __future__ import annotations

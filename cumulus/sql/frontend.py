@@ -1,12 +1,17 @@
-"""SQL front end: parse a view with sqlglot, refuse everything outside the supported
-fragment (naming the construct, its line and column), and bind the rest against the
-schema into a `BoundView`: relation atoms over join-class variables, atom-local
-filters, group variables, and one aggregate polynomial per SELECT item.
+"""SQL front end: parse a view with sqlglot, merge subqueries in FROM that have no
+aggregates, refuse everything outside the supported fragment (naming the construct, its
+line and column), and bind the rest against the schema into a `BoundView`: relation
+atoms over join-class variables, atom-local filters, a filter factor for conditions over
+several relations, group variables, one aggregate per maintained column, and the
+read-time layer (cumulus/sql/readtime.py) of the SELECT list, HAVING, ORDER BY, LIMIT.
 
-Supported: SELECT group columns and SUM/COUNT/AVG/MIN/MAX, FROM a comma list or inner
-JOIN ... ON, WHERE a conjunction of equi-joins and single-relation filters (comparisons
-with constants, BETWEEN, IN, NOT IN, IS [NOT] NULL, AND/OR/NOT), GROUP BY columns or
-single-relation expressions (arithmetic, CASE, EXTRACT)."""
+Supported (docs/compiler.md has the table): SELECT group columns, SUM/COUNT/AVG/MIN/MAX
+(also DISTINCT) and expressions over them; FROM a comma list, inner JOIN ... ON or a
+subquery without aggregates; WHERE a conjunction of equi-joins, single-relation filters
+(comparisons, BETWEEN, IN, NOT IN, IS [NOT] NULL, LIKE, AND/OR/NOT; DATE +/- INTERVAL
+constants) and OR/NOT of single-relation conditions across relations; GROUP BY columns
+or single-relation expressions (arithmetic, CASE, EXTRACT); HAVING, ORDER BY, LIMIT,
+OFFSET."""
 
 from __future__ import annotations
 

@@ -4,8 +4,11 @@ rows from its maps exactly as its SQL would (the view semantics).
 Each view keeps a group-count map (COUNT(*) by the group variables): a group exists
 exactly while its count is above zero, whatever its sums hold. SUM and AVG keep a sum
 map (and a count of non-NULL values when the summed expression can be NULL), COUNT(col)
-a count map, MIN/MAX a count map keyed by the group and the value (READ_MIN/READ_MAX
-over it stays right under deletes). A view without GROUP BY has exactly one row."""
+a count map, MIN/MAX and COUNT/SUM/AVG(DISTINCT) a count map keyed by the group and
+the value (READ_MIN/READ_MAX over it stays right under deletes). Conditions over several
+relations multiply every map's value by the view's filter factor. A view without GROUP
+BY has exactly one row before its HAVING; then the read-time layer (readtime.py) computes
+its SELECT expressions, HAVING, ORDER BY, LIMIT and OFFSET."""
 
 from __future__ import annotations
 
