@@ -98,15 +98,18 @@ def expand(multiset: DataFrame, columns: Sequence[str]) -> DataFrame:
     return multiset.select(*[F.col(f"`{c}`") for c in columns], copies.alias("__copy")).drop("__copy")
 
 
-def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_DIALECT) -> str:
+def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_DIALECT, unlimited: bool = False) -> str:
     """The view's SQL (written in `dialect`) for Spark, its relations replaced by the
     expanded temporary views (keeping the names as aliases) and AVG(e) as
-    CAST(SUM(e) AS DOUBLE) / COUNT(e)."""
+    CAST(SUM(e) AS DOUBLE) / COUNT(e); `unlimited`: without its LIMIT and OFFSET."""
     import sqlglot
     from sqlglot import exp
 
     relations = {r.name.lower() for r in schema.relations}
     tree = sqlglot.parse_one(view_sql, read=dialect)
+    if unlimited:
+        tree.set("limit", None)
+        tree.set("offset", None)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and node.name.lower() in relations and not node.args.get("db"):
@@ -125,8 +128,10 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_
 
 
 def recompute(spark: SparkSession, plan: ViewPlan, schema: Schema, epoch: int) -> list[tuple]:
-    """The view's rows by Spark SQL over the expanded base views (registered first)."""
-    return [tuple(row) for row in spark.sql(spark_sql(plan.sql, schema, epoch, plan.dialect)).collect()]
+    """The view's rows by Spark SQL over the expanded base views (registered first);
+    every row, LIMIT and OFFSET aside (compare_view cuts the window: rows tied at its
+    edge may be any of them)."""
+    return [tuple(row) for row in spark.sql(spark_sql(plan.sql, schema, epoch, plan.dialect, unlimited=True)).collect()]
 
 
 # ---------------------------------------------------------------- comparison
@@ -135,15 +140,36 @@ def recompute(spark: SparkSession, plan: ViewPlan, schema: Schema, epoch: int) -
 def compare_view(
     plan: ViewPlan, engine: Sequence[tuple], recomputed: Sequence[tuple], tolerance: Tolerance = Tolerance()
 ) -> ViewComparison:
-    """Join both answers on the group columns and describe every difference."""
+    """Join both answers on the group columns (on whole rows, doubles to 9 digits, when
+    the view does not show every group key) and describe every difference. A view with
+    LIMIT/OFFSET: `recomputed` holds every row; the engine's rows are compared with theirs,
+    and their number with the window's."""
     columns = plan.column_names
     group_at = list(plan.group_positions())
+    by_name = {c.name: c for c in plan.columns}
+    shown = {by_name[plan.final.select[i][1].name].group_index for i in group_at}  # type: ignore[attr-defined]
+    whole_rows = len(shown) < len(plan.group)
+    f = plan.final
+    expected = len(recomputed)
     out = ViewComparison(plan.name, columns, len(engine), len(recomputed))
+
+    def key_of(row: tuple) -> tuple:
+        return tuple(_canonical(v) for v in row) if whole_rows else tuple(row[i] for i in group_at)
+
+    if f.limit is not None or f.offset:
+        expected = max(0, len(recomputed) - (f.offset or 0))
+        expected = expected if f.limit is None else min(expected, f.limit)
+        kept = {key_of(tuple(r)) for r in engine}
+        recomputed = [r for r in recomputed if key_of(tuple(r)) in kept]
+        out.recomputed_rows = expected
+        if len(engine) != expected:
+            out.rows.append({"view": plan.name, "group": "{}", "engine": None, "recomputed": None,
+                             "difference": f"LIMIT/OFFSET: the engine has {len(engine)} rows, the recomputation {expected}"})
 
     def by_group(rows: Sequence[tuple]) -> dict[tuple, list[tuple]]:
         groups: dict[tuple, list[tuple]] = {}
         for row in rows:
-            groups.setdefault(tuple(row[i] for i in group_at), []).append(tuple(row))
+            groups.setdefault(key_of(tuple(row)), []).append(tuple(row))
         return groups
 
     mine, theirs = by_group(engine), by_group(recomputed)
@@ -158,18 +184,25 @@ def compare_view(
                 diff = MISSING_IN_SQL
             else:
                 diff = row_difference(columns, a, b, tolerance)
-            if i > 0 and diff is None:
+            if i > 0 and diff is None and not whole_rows:  # equal rows may repeat when keyed by rows
                 diff = "the group occurs more than once"
             out.rows.append(
                 {
                     "view": plan.name,
-                    "group": to_json({columns[j]: key[n] for n, j in enumerate(group_at)}),
+                    "group": to_json({columns[j]: (a or b)[j] for j in group_at}),
                     "engine": None if a is None else to_json(dict(zip(columns, a, strict=True))),
                     "recomputed": None if b is None else to_json(dict(zip(columns, b, strict=True))),
                     "difference": diff,
                 }
             )
     return out
+
+
+def _canonical(v: Any) -> Any:
+    """A value as a key that both answers share: numbers of any type to 9 digits."""
+    if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+        return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):.9g}"
+    return v
 
 
 def row_difference(columns: Sequence[str], a: tuple, b: tuple, tolerance: Tolerance) -> str | None:

@@ -216,3 +216,27 @@ def test_each_epoch_links_its_page_in_the_one_site(tmp_path) -> None:
     text = render_report({**_summary(False), "data_docs": "/h/reports/data_docs/index.html"})
     assert "data docs (every epoch): /h/reports/data_docs/index.html\n" in text
     assert text.rstrip().endswith("report: /h/reports/epoch-4/index.html")
+
+
+def test_compare_view_of_limited_views_and_hidden_group_keys() -> None:
+    """LIMIT/OFFSET: the recomputation gives every row; the engine's are compared with theirs
+    and counted against the window (rows tied at its edge may be either). A view that does
+    not show its group key is matched on whole rows."""
+    from pathlib import Path
+
+    from cumulus.schema import load_schema
+    from cumulus.sql.views import compile_views
+
+    tpch = load_schema(Path(__file__).resolve().parents[1] / "fixtures" / "schemas" / "tpch.sql")
+    views = compile_views(tpch, [
+        ("top", "SELECT o_custkey, SUM(o_totalprice) AS spent FROM orders GROUP BY o_custkey ORDER BY spent DESC LIMIT 2"),
+        ("hidden", "SELECT COUNT(*) AS n FROM orders GROUP BY o_orderpriority"),
+    ]).views
+    every = [(1, Decimal("9")), (2, Decimal("7")), (3, Decimal("7")), (4, Decimal("1"))]
+    assert compare_view(views["top"], [(1, Decimal("9")), (3, Decimal("7.00"))], every).equal  # a tie at the edge
+    short = compare_view(views["top"], [(1, Decimal("9"))], every)
+    assert [r["difference"] for r in short.differences] == ["LIMIT/OFFSET: the engine has 1 rows, the recomputation 2"]
+    wrong = compare_view(views["top"], [(1, Decimal("9")), (2, Decimal("8"))], every)
+    assert [r["difference"] for r in wrong.differences] == ["spent: engine 8, recomputed 7"]
+    assert compare_view(views["hidden"], [(3,), (3,), (5,)], [(5,), (3,), (3,)]).equal
+    assert not compare_view(views["hidden"], [(3,), (4,)], [(3,), (3,)]).equal
