@@ -62,6 +62,7 @@ from cumulus.sql.readtime import (
     Order,
     Ref,
     RExpr,
+    ToDouble,
 )
 
 AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
@@ -796,6 +797,11 @@ class _Binder:
         def sub(x: exp.Expression) -> RExpr:
             return self.post(x, stem, aliases, columns_first)
 
+        if isinstance(e, exp.Cast) and _has_aggregate(e.this):
+            if e.to.this != exp.DataType.Type.DOUBLE:
+                raise self.refuse(f"{self.text_of(e)}: over aggregates only CAST(... AS DOUBLE) is supported "
+                                  "(engines round or truncate other casts differently)", e)
+            return ToDouble(sub(e.this))
         if isinstance(e, (exp.Literal, exp.Null, exp.Cast, exp.Boolean)) or (
             isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)
         ):

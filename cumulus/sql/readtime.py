@@ -61,6 +61,16 @@ class Minus(RExpr):
 
 
 @dataclass(frozen=True)
+class ToDouble(RExpr):
+    """CAST(x AS DOUBLE)."""
+
+    operand: RExpr
+
+    def children(self) -> tuple[RExpr, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
 class Compare(RExpr):
     op: str  # = <> < <= > >=
     left: RExpr
@@ -159,6 +169,9 @@ def evaluate(e: RExpr, row: dict[str, object]):
     if isinstance(e, Minus):
         v = evaluate(e.operand, row)
         return None if v is None else -v
+    if isinstance(e, ToDouble):
+        v = evaluate(e.operand, row)
+        return None if v is None else float(v)  # type: ignore[arg-type]
     if isinstance(e, Compare):
         return compare(e.op, evaluate(e.left, row), evaluate(e.right, row))
     if isinstance(e, Logic):
@@ -251,6 +264,8 @@ def type_of(e: RExpr, types: dict[str, str]) -> str:
         return a
     if isinstance(e, Minus):
         return type_of(e.operand, types)
+    if isinstance(e, ToDouble):
+        return "float"
     if isinstance(e, Case):
         found = [type_of(v, types) for _, v in e.whens] + [type_of(e.default, types)]
         known = [t for t in found if t != "null"]
@@ -308,6 +323,8 @@ def _sql(e: RExpr, ref, types) -> _Sql:
     if isinstance(e, Minus):
         inner = _sql(e.operand, ref, types)
         return _Sql(f"(-{inner.text})", inner.type, inner.precision, inner.scale)
+    if isinstance(e, ToDouble):
+        return _Sql(f"CAST({_sql(e.operand, ref, types).text} AS DOUBLE)", "float")
     if isinstance(e, Arith):
         a, b = _sql(e.left, ref, types), _sql(e.right, ref, types)
         if e.op == "/":
@@ -396,6 +413,8 @@ def text(e: RExpr) -> str:
         return f"({text(e.left)} {e.op} {text(e.right)})"
     if isinstance(e, Minus):
         return f"-{text(e.operand)}"
+    if isinstance(e, ToDouble):
+        return f"CAST({text(e.operand)} AS DOUBLE)"
     if isinstance(e, (Compare, Logic)):
         return f"({text(e.left)} {e.op} {text(e.right)})"
     if isinstance(e, Negation):
