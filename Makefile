@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-corpus test-unit test-spark lint dbt-generate demo sql-server engine
+.PHONY: setup test test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
 
 setup:
 	bash scripts/setup.sh
@@ -22,6 +22,12 @@ test-unit: setup
 
 test-spark: setup
 	$(PY) -m pytest tests -m spark $(ARGS)
+
+# The random kill loop (tests/engine/killloop.py): the pipeline's worker SIGKILLed at
+# KILLS random instants (200), resumed each time, every closed epoch verified. CI runs 30
+# (tests/engine/test_kill_loop.py). The last line: soak: K kills, E epochs verified, ...
+soak: setup
+	$(PY) tests/engine/killloop.py --kills $(or $(KILLS),200) $(if $(SEED),--seed $(SEED))
 
 lint: setup
 	.venv/bin/ruff check .

@@ -1,0 +1,365 @@
+"""The random kill loop: the whole pipeline (ingest of three sources in a random order,
+their applies, the close with its repair, fold, compaction, tags and ledger row, and
+maintenance every other epoch) runs in a worker process that is killed with SIGKILL at a
+random instant, then started again, which resumes from what the tables say; over and
+over. After every run, each epoch closed since is verified:
+
+- its stable views equal DuckDB over the tuples alive at its end (tests/oracle.py);
+- its ledger row counts every event of its landing files; events.* hold each exactly
+  once (no event lost, none appended twice);
+- the quarantine holds each planted bad row exactly once (one per file);
+- every ingest batch was applied by exactly one apply (no delta applied twice).
+
+    python tests/engine/killloop.py --kills 200      (make soak)
+
+prints, last, `soak: K kills, E epochs verified, 0 lost, 0 duplicated` (with the real
+numbers) and exits 1 on any failure. tests/engine/test_kill_loop.py runs it in CI with
+30 kills. The worker is this file too (`worker HOME LANDING THROUGH SEED`): it calls the
+engine library (cumulus.engine.api.Engine), as the DAG's steps and the CLI do."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(REPO / "tests")]
+
+SCHEMA = REPO / "tests" / "fixtures" / "schemas" / "simple.sql"
+VIEWS = ("chain_rst", "self_join_r", "triangle", "star_s")  # a chain, a self-join, a cycle, a star
+SOURCES = {"a": ({"r"}, 1), "b": ({"s"}, 2), "c": ({"t"}, 3)}  # name: (relations, priority)
+EVENTS_PER_EPOCH = 45
+PREFIX = "killloop:"
+
+
+def view_sql(name: str) -> str:
+    return (REPO / "tests" / "fixtures" / "views" / "simple" / f"{name}.sql").read_text()
+
+
+# ---------------------------------------------------------------- the stream
+
+
+@dataclass
+class Stream:
+    """Epoch n's events are chunks[n - 1]; each source's files are written under
+    `landing/epoch-n/<source>`, with one bad row planted in every file of 3 rows or more."""
+
+    landing: Path
+    chunks: list[list] = field(default_factory=list)
+    planted: dict[int, int] = field(default_factory=dict)  # epoch -> bad rows planted
+
+    @classmethod
+    def make(cls, landing: Path, epochs: int, seed: int) -> Stream:
+        from cumulus.ingest.synthetic import generate_events
+        from cumulus.schema import load_schema
+
+        events = generate_events(load_schema(SCHEMA), EVENTS_PER_EPOCH * epochs, seed=seed, domain=4, delete_ratio=0.3)
+        stream = cls(landing, [events[k * EVENTS_PER_EPOCH:(k + 1) * EVENTS_PER_EPOCH] for k in range(epochs)])
+        for n in range(1, epochs + 1):
+            stream.planted[n] = stream._write(n)
+        return stream
+
+    def _write(self, n: int) -> int:
+        from enginekit import write_events
+
+        planted = 0
+        for name, (relations, _) in SOURCES.items():
+            folder = write_events(self.chunks[n - 1], self.folder(n, name), relations)
+            for f in folder.glob("*.csv"):
+                lines = f.read_text().splitlines()
+                if len(lines) >= 3:  # a row of the wrong arity, among good ones
+                    f.write_text("\n".join([*lines[:2], "999|1|7", *lines[2:]]) + "\n")
+                    planted += 1
+        return planted
+
+    def folder(self, n: int, source: str) -> Path:
+        return self.landing / f"epoch-{n}" / source
+
+    def events_through(self, n: int) -> list:
+        return [e for chunk in self.chunks[:n] for e in chunk]
+
+
+# ---------------------------------------------------------------- the worker
+
+
+def say(line: str) -> None:
+    print(f"{PREFIX} {line}", flush=True)
+
+
+def setup(home: Path) -> None:
+    """A home on the simple schema with the views and three sources (not killed)."""
+    from cumulus.config import load_settings
+    from cumulus.engine.api import Engine
+    from cumulus.ingest.sources import add_source
+    from cumulus.store.home import init_home
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "cumulus.toml").write_text('catalog = "kill"\nspark_master = "local[2]"\n'
+                                       'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
+                                       'base_compaction_ratio = 0.5\n')
+    engine = Engine(load_settings(home))
+    init_home(engine.spark, engine.settings, SCHEMA)
+    for name, (_, priority) in SOURCES.items():
+        add_source(engine.settings, name, priority)
+    for name in VIEWS:
+        engine.add_view(name, view_sql(name), "sql")
+    say("set up")
+
+
+def worker(home: Path, landing: Path, through: int, seed: int) -> None:
+    """Close every epoch up to `through`, resuming whatever a killed run left: a sealed
+    epoch is closed first; the open one gets its sources' files (in a random order: the
+    arrival order is not the version order), their applies (in another), its close and,
+    every other epoch, maintenance (snapshot expiry, compaction)."""
+    from cumulus.engine.api import Engine
+    from cumulus.store.ledger import APPLIED, OPEN, ledger_rows
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    engine = Engine.open(home)
+    engine.spark  # noqa: B018 (the session starts here: the kill is timed from `ready`)
+    say("ready")
+    rng = random.Random(seed)
+    while True:
+        rows = ledger_rows(engine.spark, engine.settings)
+        sealed = [r.epoch for r in rows if r.state == APPLIED]
+        if sealed:
+            say(f"step close epoch {sealed[0]} (sealed)")
+            engine.close(sealed[0])
+            continue
+        n = next(r.epoch for r in rows if r.state == OPEN)
+        if n > through:
+            say("done")
+            return
+        for name in rng.sample(sorted(SOURCES), len(SOURCES)):
+            say(f"step ingest {name} epoch {n}")
+            engine.ingest(name, [str(Stream(landing).folder(n, name))], fmt="dbtoaster")
+        for name in rng.sample(sorted(SOURCES), len(SOURCES)):
+            say(f"step apply {name} epoch {n}")
+            engine.apply(name, n)
+        say(f"step close epoch {n}")
+        engine.close(n)
+        if n % 2 == 0:
+            say(f"step maintenance after epoch {n}")
+            engine.maintain(retain_last=2, retain_for=dt.timedelta(0))
+
+
+# ---------------------------------------------------------------- the loop
+
+
+@dataclass
+class Run:
+    code: int | None
+    killed: bool
+    step: str  # the worker's last step line when it ended
+    logger: str  # the module of the worker's last log line (which part of the step)
+    out: str
+
+
+STEPS = ("ready", "ingest", "apply", "close", "maintenance")  # where a kill's clock starts
+
+
+def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", ready_timeout: float = 300) -> Run:
+    """The worker in a process group of its own; SIGKILLed `kill_after` seconds after it
+    says `ready` or starts a step of kind `at` (None: left to finish; a worker that ends
+    first was not killed)."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    ready = threading.Event()
+    mark = f"{PREFIX} ready" if at == "ready" else f"{PREFIX} step {at}"
+
+    def collect() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.startswith(mark):
+                ready.set()
+        ready.set()  # the worker ended
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    killed = False
+    if kill_after is not None:
+        ready.wait(timeout=ready_timeout)
+        deadline = time.monotonic() + kill_after
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            killed = True
+    code = proc.wait(timeout=900)
+    reader.join(timeout=10)
+    steps = [ln.split(" ", 2)[2].strip() for ln in lines if ln.startswith(f"{PREFIX} step ")]
+    loggers = [ln.split(":", 1)[0] for ln in lines if ln.startswith("cumulus.")]
+    return Run(code, killed, steps[-1] if steps else "start", loggers[-1] if loggers else "-", "".join(lines))
+
+
+@dataclass
+class Outcome:
+    kills: int = 0
+    verified: list[int] = field(default_factory=list)
+    lost: int = 0
+    duplicated: int = 0
+    failures: list[str] = field(default_factory=list)
+    killed_in: Counter = field(default_factory=Counter)
+
+    def line(self) -> str:
+        return (f"soak: {self.kills} kills, {len(self.verified)} epochs verified, "
+                f"{self.lost} lost, {self.duplicated} duplicated")
+
+
+def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
+    """Epoch n (closed) against its stream (see the module doc); failures go to `out`."""
+    from enginekit import alive_after
+    from oracle import DuckOracle
+    from pyiceberg.expressions import EqualTo
+
+    from cumulus.engine.apply import APPLY_BATCH, APPLY_RECORD, applies_table
+    from cumulus.output import sort_key
+    from cumulus.read import Reader
+    from cumulus.schema import load_schema
+    from cumulus.store.ledger import ledger_row
+    from cumulus.store.maps import maps_table
+    from cumulus.store.quarantine import quarantine_table
+    from cumulus.store.tables import events_table
+
+    def short(table: str) -> str:
+        return table.split(".", 1)[1]
+
+    reader = Reader(settings)
+    fail = out.failures.append
+    schema = load_schema(SCHEMA)
+    oracle = DuckOracle(schema, alive_after(stream.events_through(n)))
+    at = reader.stable(n)
+    for name in VIEWS:
+        got = sorted(reader.read_view(name, at), key=sort_key)
+        want = sorted(oracle.query(view_sql(name)), key=sort_key)
+        if got != want:
+            fail(f"epoch {n}: view {name} is {got}, DuckDB says {want}")
+    expected = Counter(e.relation for e in stream.chunks[n - 1])
+    row = ledger_row(reader.catalog, settings, n)
+    if row is None or row.events != sum(expected.values()):
+        fail(f"epoch {n}: the ledger counts {row.events if row else None} events, the stream has {sum(expected.values())}")
+    for rel in schema.relations:
+        events = reader.catalog.load_table(short(events_table(settings, rel.name))).scan(
+            row_filter=EqualTo("epoch", n), selected_fields=("source_id", "seq")).to_arrow()
+        distinct = len(set(zip(events["source_id"].to_pylist(), events["seq"].to_pylist(), strict=True)))
+        out.duplicated += events.num_rows - distinct
+        out.lost += max(0, expected[rel.name] - distinct)
+        if distinct > expected[rel.name]:
+            out.duplicated += distinct - expected[rel.name]
+        if events.num_rows != expected[rel.name]:
+            fail(f"epoch {n}: events.{rel.name} holds {events.num_rows} rows ({distinct} distinct), "
+                 f"the stream has {expected[rel.name]}")
+    quarantined = reader.catalog.load_table(short(quarantine_table(settings))).scan(
+        row_filter=EqualTo("epoch", n)).to_arrow().num_rows
+    if quarantined != stream.planted[n]:
+        fail(f"epoch {n}: {quarantined} rows in quarantine, {stream.planted[n]} bad rows planted")
+    # Every ingest batch of the epoch taken by one apply (or the close's rebuild): the
+    # records of cumulus.applies, and those left only on a maps commit (a kill between).
+    owner: dict[str, set[str]] = {}
+    applies = reader.catalog.load_table(short(applies_table(settings))).scan(row_filter=EqualTo("epoch", n)).to_arrow()
+    records = [(r["batch_id"], r["kind"], r["status"], json.loads(r["ingest_batches"] or "[]")) for r in applies.to_pylist()]
+    for snap in reader.catalog.load_table(short(maps_table(settings))).snapshots():
+        summary = snap.summary.additional_properties if snap.summary else {}
+        if APPLY_RECORD in summary:
+            record = json.loads(summary[APPLY_RECORD])
+            if record["epoch"] == n:
+                records.append((summary[APPLY_BATCH], record["kind"], "done", record["ingest_batches"]))
+    for batch_id, kind, status, batches in records:
+        if status == "done" and kind in ("apply", "recompute"):
+            for b in batches:
+                owner.setdefault(b, set()).add(batch_id)
+    twice = sorted(b for b, ids in owner.items() if len(ids) > 1)
+    if twice:
+        out.duplicated += len(twice)
+        fail(f"epoch {n}: ingest batches applied more than once: {twice}")
+    out.verified.append(n)
+
+
+def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int = 2,
+         progress=print) -> Outcome:
+    """Kill the worker `kills` times at random instants, verify every epoch closed."""
+    from cumulus.config import load_settings
+    from cumulus.read import Reader
+    from cumulus.store.ledger import DONE, ledger_rows
+
+    rng = random.Random(seed)
+    home, landing = work / "home", work / "landing"
+    budget = kills + 10  # epochs the stream may need: at least one per kill, in the worst case
+    stream = Stream.make(landing, budget, seed)
+    done = run_worker(["setup", str(home)], None)
+    if done.code != 0:
+        raise SystemExit(f"the home could not be set up:\n{done.out}")
+    settings = load_settings(home)
+    out = Outcome()
+    through = epochs_ahead
+    attempt = 0
+    while True:
+        attempt += 1
+        kill = out.kills < kills
+        run = run_worker(["worker", str(home), str(landing), str(through), str(seed * 1000 + attempt)],
+                         rng.uniform(0.0, max_delay) if kill else None, rng.choice(STEPS))
+        if run.killed:
+            out.kills += 1
+            out.killed_in[f"{run.step.split()[0]}/{run.logger}"] += 1
+        elif run.code != 0:
+            out.failures.append(f"run {attempt} failed ({run.code}) at {run.step}:\n{run.out[-4000:]}")
+            break
+        closed = [r.epoch for r in ledger_rows(Reader(settings).catalog, settings) if r.state in DONE]
+        for n in closed:
+            if n not in out.verified:
+                verify_epoch(settings, stream, n, out)
+        progress(f"{PREFIX} run {attempt}: {'killed during ' + run.step if run.killed else 'finished'}; "
+                 f"{out.kills} kills, epochs closed: {max(closed, default=0)}")
+        if out.failures:
+            break
+        if not kill and not run.killed:
+            break  # the last run, left to finish, closed everything up to `through`
+        if max(closed, default=0) >= through:
+            through = min(through + 1, budget)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "setup":
+        setup(Path(args[1]))
+        return 0
+    if args and args[0] == "worker":
+        worker(Path(args[1]), Path(args[2]), int(args[3]), int(args[4]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("KILL_SEED", random.randrange(1_000_000))))
+    parser.add_argument("--max-delay", type=float, default=6.0,
+                        help="a kill lands up to this many seconds after the start of a step (of a random kind)")
+    parser.add_argument("--work", type=Path, default=None)
+    opts = parser.parse_args(args)
+    print(f"{PREFIX} seed {opts.seed} (--seed {opts.seed} replays the kill instants)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="cumulus-soak-") as tmp:
+        work = opts.work or Path(tmp)
+        out = soak(opts.kills, opts.seed, work, opts.max_delay)
+    for failure in out.failures:
+        print(f"{PREFIX} FAILED: {failure}", flush=True)
+    print(f"{PREFIX} kills per step: {dict(out.killed_in)}", flush=True)
+    print(out.line(), flush=True)
+    return 1 if out.failures or out.lost or out.duplicated else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
