@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -46,41 +45,14 @@ from cumulus.m3.ast import (
     Var,
     variables,
 )
-from cumulus.m3.printer import format_cond
 from cumulus.schema import DATE, DECIMAL, FLOAT, INT, NULL, STRING, Schema
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
-from cumulus.sql.readtime import (
-    Arith,
-    Case,
-    Compare,
-    Finish,
-    Lit,
-    Logic,
-    Minus,
-    Negation,
-    NullTest,
-    Order,
-    Ref,
-    RExpr,
-    ToDouble,
-)
+from cumulus.sql.items import Output, SelectBinder
+from cumulus.sql.polynomial import ind_and, ind_sum, monomials, neg, product
+from cumulus.sql.readtime import Finish
+from cumulus.sql.rewrite import AGGREGATES, CMP, has_aggregate, hoisted, merge_from_subqueries
 
-AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
-_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
-
-
-@dataclass(frozen=True)
-class Output:
-    """One SELECT item. kind: group | sum | count | avg | min | max | count_distinct |
-    sum_distinct | avg_distinct."""
-
-    name: str
-    kind: str
-    var: str | None = None  # group: the group variable; min/max/..._distinct: the value variable
-    value: tuple[Monomial, ...] = ()  # sum/avg: the summed polynomial; count: the counted one
-    nonnull: tuple[Monomial, ...] | None = None  # sum/avg: count of non-NULL values, when nullable
-    hidden: bool = False  # kept for a read-time expression, HAVING or ORDER BY, not selected as it is
 
 
 @dataclass(frozen=True)
@@ -101,7 +73,7 @@ class BoundView:
     filter_text: tuple[str, ...] = ()  # those conditions as written
 
 
-class _Binder:
+class _Binder(SelectBinder):
     def __init__(self, sql: str, schema: Schema, name: str, dialect: str):
         self.sql = sql
         self.schema = schema
@@ -217,60 +189,7 @@ class _Binder:
             raise self.refuse_kw(f"{word} is not supported (a view is a single aggregate SELECT)", word)
         if not isinstance(select, exp.Select):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
-        return self.inline_derived(select)
-
-    def inline_derived(self, select: exp.Select) -> exp.Select:
-        """FROM (SELECT ... FROM ... WHERE ...) AS alias, a subquery without aggregates,
-        GROUP BY, DISTINCT, ORDER BY or LIMIT (TPC-H Q7, Q9), merged into the outer SELECT:
-        its relations join the outer FROM, its WHERE the outer WHERE, and every outer
-        reference to one of its columns becomes the expression behind it. Other subqueries
-        stay, for clause_refusals to refuse."""
-        sources = [select.args["from"]] if select.args.get("from") else []
-        sources += list(select.args.get("joins") or [])
-        for holder in sources:
-            sub = holder.this
-            if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select) or not _mergeable(sub.this):
-                continue
-            inner = self.inline_derived(sub.this)
-            alias = (sub.alias or "").lower()
-            names: dict[str, exp.Expression] = {}
-            for item in inner.expressions:
-                node = item.this if isinstance(item, exp.Alias) else item
-                if isinstance(node, exp.Star):
-                    break
-                names[(item.alias if isinstance(item, exp.Alias) else item.output_name).lower()] = node
-            else:
-                inner_aliases = {(t.alias_or_name or "").lower() for t in [inner.args["from"].this] +
-                                 [j.this for j in inner.args.get("joins") or []]}
-                outer_aliases = {(s.this.alias_or_name or "").lower() for s in sources if s is not holder}
-                if inner_aliases & outer_aliases:
-                    continue  # a name used on both sides: left for the refusal
-                own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
-                order = select.args.get("order")
-                for col in [c for c in select.find_all(exp.Column) if not _inside(c, sub)]:
-                    name, qualifier = col.name.lower(), (col.table or "").lower()
-                    if not qualifier and name in own and order is not None and _inside(col, order):
-                        continue  # ORDER BY names the outer SELECT's item first
-                    if (qualifier == alias or not qualifier) and name in names:
-                        replacement = names[name].copy()
-                        if col.parent is not None and isinstance(col.parent, exp.Select) and col.arg_key == "expressions":
-                            replacement = exp.alias_(replacement, col.name)  # keep the item's name
-                        col.replace(replacement)
-                conds = [c for c in [inner.args.get("where") and inner.args["where"].this] if c is not None]
-                if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
-                    conds.append(holder.args["on"])
-                tables = [exp.Join(this=inner.args["from"].this)] + list(inner.args.get("joins") or [])
-                joins = [j for j in select.args.get("joins") or [] if j is not holder]
-                if isinstance(holder, exp.From):
-                    first = tables.pop(0).this
-                    select.set("from", exp.From(this=first))
-                select.set("joins", joins + tables)
-                where = select.args.get("where")
-                for c in conds:
-                    where = exp.Where(this=c if where is None else exp.And(this=where.this, expression=c))
-                if where is not None:
-                    select.set("where", where)
-        return select
+        return merge_from_subqueries(select)
 
     def bind(self) -> BoundView:
         select = self.parse()
@@ -384,7 +303,7 @@ class _Binder:
         where = select.args.get("where")
         if where is not None:
             split(where.this)
-        return [h for c in out for h in _hoisted(c)]
+        return [h for c in out for h in hoisted(c)]
 
     def column(self, col: exp.Column) -> tuple[str, str]:
         """(alias, column) of a column reference; unqualified names must be unambiguous."""
@@ -506,11 +425,11 @@ class _Binder:
                 continue
             aliases = self.aliases_in(c)
             if len(aliases) > 1:
-                if isinstance(c, _tuple(_CMP)) and not isinstance(c, exp.EQ):
+                if isinstance(c, _tuple(CMP)) and not isinstance(c, exp.EQ):
                     raise self.refuse(
                         f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
                     )
-                self.filter = _product(self.filter, _monomials(self.cond_poly(self.condition(c), c)))
+                self.filter = product(self.filter, monomials(self.cond_poly(self.condition(c), c)))
                 self.filter_text.append(self.text_of(c))
                 continue
             atom = self.atom_index(next(iter(aliases))) if aliases else 0
@@ -528,10 +447,10 @@ class _Binder:
             return self.cond_poly(c.operand, node, not negated)
         if isinstance(c, (And, Or)):
             left, right = self.cond_poly(c.left, node, negated), self.cond_poly(c.right, node, negated)
-            both = _ind_and(left, right)
+            both = ind_and(left, right)
             if isinstance(c, And) != negated:
                 return both
-            out = _ind_sum(left + right + [(-k, d) for k, d in both])
+            out = ind_sum(left + right + [(-k, d) for k, d in both])
             if len(out) > 64:
                 raise self.refuse(f"the condition {self.text_of(node)} expands to {len(out)} terms (at most 64)", node)
             return out
@@ -551,10 +470,10 @@ class _Binder:
         if isinstance(e, exp.Not):
             inner = self.condition(e.this)
             return replace(inner, negated=not inner.negated) if isinstance(inner, Like) else Not(inner)
-        if isinstance(e, tuple(_CMP)):
+        if isinstance(e, tuple(CMP)):
             if isinstance(e.expression, exp.Null) or isinstance(e.this, exp.Null):
                 raise self.refuse(f"comparison with NULL ({self.text_of(e)}) is never true; use IS [NOT] NULL", e)
-            return Cmp(_CMP[type(e)], self.scalar(e.this), self.scalar(e.expression))
+            return Cmp(CMP[type(e)], self.scalar(e.this), self.scalar(e.expression))
         if isinstance(e, exp.Between):
             x = self.scalar(e.this)
             return And(Cmp(">=", x, self.scalar(e.args["low"])), Cmp("<=", x, self.scalar(e.args["high"])))
@@ -700,166 +619,6 @@ class _Binder:
     def _is_column(self, col: exp.Column) -> bool:
         return any(col.name.lower() in self.schema.relation(rel).column_names for _, rel in self.from_)
 
-    def bind_select(self, select: exp.Select) -> list[Output]:
-        """The maintained columns (SELECT's group columns and aggregates, then the hidden
-        ones that read-time expressions, HAVING and ORDER BY need) and `self.finish`."""
-        self.outputs: list[Output] = []
-        self.agg_names: dict[str, str] = {}  # an aggregate's SQL -> the output keeping it
-        self.group_names: dict[str, str] = {}  # group variable -> the output showing it
-        items: list[tuple[str, exp.Expression]] = []
-        names: set[str] = set()
-        for item in select.expressions:
-            node = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(node, exp.Star):
-                raise self.refuse("SELECT * is not supported in an aggregate view", item, "*")
-            name = (item.alias if isinstance(item, exp.Alias) else self.default_name(node)).lower()
-            if name in names:
-                raise self.bind_error(f"two SELECT items are named {name}; give them distinct aliases", item)
-            names.add(name)
-            items.append((name, node))
-        self.names = set(names)
-        exprs: dict[str, RExpr] = {}
-        for name, node in items:  # plain columns first: they keep the maps' names as before
-            while isinstance(node, exp.Paren):
-                node = node.this
-            if isinstance(node, AGGREGATES):
-                self.outputs.append(self.aggregate(name, node))
-                self.agg_names.setdefault(self.agg_key(node), name)
-                exprs[name] = Ref(name)
-            elif not _has_aggregate(node) and self.find_group_var(node) is not None:
-                var = self.find_group_var(node)
-                self.outputs.append(Output(name, "group", var=var))
-                self.group_names.setdefault(var, name)  # type: ignore[arg-type]
-                exprs[name] = Ref(name)
-        for name, node in items:
-            if name not in exprs:
-                exprs[name] = self.post(node, name)
-        chosen = tuple((name, exprs[name]) for name, _ in items)
-        aliases = dict(chosen)
-        having = select.args.get("having")
-        having_expr = self.post(having.this, "having", aliases, columns_first=True) if having else None
-        order = []
-        for o in (select.args.get("order").expressions if select.args.get("order") else []):
-            node = o.this
-            if isinstance(node, exp.Literal) and not node.is_string:
-                idx = int(node.this)
-                if not 1 <= idx <= len(chosen):
-                    raise self.bind_error(f"ORDER BY {idx}: the SELECT list has {len(chosen)} items", node)
-                expr = chosen[idx - 1][1]
-            else:
-                expr = self.post(node, "order", aliases)
-            order.append(Order(expr, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
-        self.finish = Finish(chosen, having_expr, tuple(order), self.count_clause(select, "limit"),
-                             self.count_clause(select, "offset"))
-        return self.outputs
-
-    def count_clause(self, select: exp.Select, key: str) -> int | None:
-        """LIMIT's or OFFSET's number: a non-negative integer constant."""
-        clause = select.args.get(key)
-        if clause is None:
-            return None
-        word = key.upper()
-        value = clause.args.get("expression") if isinstance(clause, (exp.Limit, exp.Offset)) else None
-        if not isinstance(value, exp.Literal) or value.is_string or not re.fullmatch(r"\d+", value.this):
-            raise self.refuse_kw(f"{word} takes a non-negative integer constant, got {self.text_of(clause)}", word)
-        return int(value.this)
-
-    def agg_key(self, node: exp.Expression) -> str:
-        return node.sql(dialect=self.dialect)
-
-    def post(self, e: exp.Expression, stem: str, aliases: dict[str, RExpr] | None = None,
-             columns_first: bool = False) -> RExpr:
-        """A SELECT item, HAVING or ORDER BY expression as a read-time expression over the
-        maintained columns: each aggregate becomes one (hidden unless selected as it is),
-        each group expression the group's column."""
-        if isinstance(e, exp.Paren):
-            return self.post(e.this, stem, aliases, columns_first)
-        if isinstance(e, AGGREGATES):
-            key = self.agg_key(e)
-            if key not in self.agg_names:
-                name = self.hidden_name(stem)
-                self.outputs.append(replace(self.aggregate(name, e), hidden=True))
-                self.agg_names[key] = name
-            return Ref(self.agg_names[key])
-        alias = e.name.lower() if isinstance(e, exp.Column) and not e.table else None
-        if aliases and alias in aliases and not (columns_first and self._is_column(e)):
-            return aliases[alias]
-        if not _has_aggregate(e) and any(isinstance(n, exp.Column) for n in e.walk()):
-            var = self.find_group_var(e)
-            if var is not None:
-                if var not in self.group_names:
-                    name = self.hidden_name(f"g_{var}")
-                    self.outputs.append(Output(name, "group", var=var, hidden=True))
-                    self.group_names[var] = name
-                return Ref(self.group_names[var])
-            if isinstance(e, exp.Column):
-                self.group_var(e)  # raises: neither an aggregate nor in GROUP BY
-        def sub(x: exp.Expression) -> RExpr:
-            return self.post(x, stem, aliases, columns_first)
-
-        if isinstance(e, exp.Cast) and _has_aggregate(e.this):
-            if e.to.this != exp.DataType.Type.DOUBLE:
-                raise self.refuse(f"{self.text_of(e)}: over aggregates only CAST(... AS DOUBLE) is supported "
-                                  "(engines round or truncate other casts differently)", e)
-            return ToDouble(sub(e.this))
-        if isinstance(e, (exp.Literal, exp.Null, exp.Cast, exp.Boolean)) or (
-            isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)
-        ):
-            value = self.scalar(e)
-            if isinstance(value, Const):
-                return Lit(value.value, value.type)
-        if isinstance(e, exp.Neg):
-            return Minus(sub(e.this))
-        if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-            op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(e)]
-            if op == "*" and _aggregated_sum(e.this) and _aggregated_sum(e.expression):
-                raise self.refuse(
-                    f"the product of two aggregates ({self.text_of(e)}) is not supported: its exact decimal "
-                    "digits could exceed 38; select them and multiply when reading", e)
-            return Arith(op, sub(e.this), sub(e.expression))
-        if isinstance(e, exp.Nullif):
-            x = sub(e.this)
-            return Case(((Compare("=", x, sub(e.expression)), Lit(None, NULL)),), x)
-        if isinstance(e, exp.Coalesce):
-            args = [sub(e.this), *(sub(a) for a in e.expressions)]
-            return Case(tuple((NullTest(a, negated=True), a) for a in args[:-1]), args[-1])
-        if isinstance(e, exp.Case) and e.this is None:
-            default = e.args.get("default")
-            whens = tuple((sub(b.this), sub(b.args["true"])) for b in e.args["ifs"])
-            return Case(whens, sub(default) if default is not None else Lit(None, NULL))
-        if isinstance(e, tuple(_CMP)):
-            return Compare(_CMP[type(e)], sub(e.this), sub(e.expression))
-        if isinstance(e, (exp.And, exp.Or)):
-            return Logic("AND" if isinstance(e, exp.And) else "OR", sub(e.this), sub(e.expression))
-        if isinstance(e, exp.Not):
-            return Negation(sub(e.this))
-        if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
-            return NullTest(sub(e.this))
-        if isinstance(e, exp.Between):
-            x = sub(e.this)
-            return Logic("AND", Compare(">=", x, sub(e.args["low"])), Compare("<=", x, sub(e.args["high"])))
-        if isinstance(e, exp.In) and e.expressions and not e.args.get("query"):
-            x, out = sub(e.this), None
-            for v in e.expressions:
-                item = Compare("=", x, sub(v))
-                out = item if out is None else Logic("OR", out, item)
-            return out  # type: ignore[return-value]
-        raise self.refuse(
-            f"{self.text_of(e)} ({e.key.upper()}) is not supported over aggregates (read time: arithmetic, "
-            "CASE, NULLIF, COALESCE, comparisons, AND/OR/NOT)", e)
-
-    def hidden_name(self, stem: str) -> str:
-        n = 1
-        while f"{stem}_{n}" in self.names:
-            n += 1
-        self.names.add(f"{stem}_{n}")
-        return f"{stem}_{n}"
-
-    def default_name(self, node: exp.Expression) -> str:
-        if isinstance(node, exp.Column):
-            return node.name
-        return node.sql(dialect="duckdb").lower()
-
     def find_group_var(self, node: exp.Expression) -> str | None:
         """The group variable `node` stands for (a GROUP BY expression, or a column joined
         to a grouped one), else None."""
@@ -889,7 +648,7 @@ class _Binder:
             if len(values) != 1:
                 raise self.refuse(f"{node.key.upper()}(DISTINCT ...) of {len(values)} expressions is not supported "
                                   "(one is)", node, "DISTINCT")
-            if _has_aggregate(values[0]):
+            if has_aggregate(values[0]):
                 raise self.refuse(f"nested aggregates are not supported ({self.text_of(node)})", node)
             if isinstance(node, (exp.Min, exp.Max)):  # the same as without DISTINCT
                 return Output(name, node.key, var=self.define(values[0]))
@@ -939,20 +698,20 @@ class _Binder:
         if owner >= 0:
             return [Monomial(one(), ((owner, x),))]
         if isinstance(x, Neg):
-            return [Monomial(_neg(m.coef), m.factors) for m in self.expand(x.operand, node)]
+            return [Monomial(neg(m.coef), m.factors) for m in self.expand(x.operand, node)]
         if isinstance(x, BinOp) and x.op in "+-":
             left, right = self.expand(x.left, node), self.expand(x.right, node)
             if x.op == "-":
-                right = [Monomial(_neg(m.coef), m.factors) for m in right]
+                right = [Monomial(neg(m.coef), m.factors) for m in right]
             # SQL: a + b is NULL when either is; each side's terms keep the other's guard.
-            return _product(left, self.nonnull(x.right)) + _product(right, self.nonnull(x.left))
+            return product(left, self.nonnull(x.right)) + product(right, self.nonnull(x.left))
         if isinstance(x, BinOp) and x.op == "*":
-            return _product(self.expand(x.left, node), self.expand(x.right, node))
+            return product(self.expand(x.left, node), self.expand(x.right, node))
         if isinstance(x, If):
             # CASE WHEN c THEN a ELSE b over several relations, c over one relation:
             # [c] * a + [not c] * b, where [c] is 1 exactly when c is true.
             taken, other = self.indicators(x.cond, node)
-            return _product(taken, self.expand(x.then, node)) + _product(other, self.expand(x.else_, node))
+            return product(taken, self.expand(x.then, node)) + product(other, self.expand(x.else_, node))
         raise self.refuse(
             f"the expression {self.text_of(node)} mixes columns of several relations inside "
             f"{type(x).__name__.upper()}; only +, -, * and CASE may combine relations", node
@@ -962,8 +721,8 @@ class _Binder:
         """[cond] and 1 - [cond] (CASE's ELSE is taken where cond is false or unknown)."""
         owner = self.owner(cond)
         if owner is not None and owner < 0:
-            taken = _monomials(self.cond_poly(cond, node))
-            return taken, [Monomial(one(), ())] + [Monomial(_neg(m.coef), m.factors) for m in taken]
+            taken = monomials(self.cond_poly(cond, node))
+            return taken, [Monomial(one(), ())] + [Monomial(neg(m.coef), m.factors) for m in taken]
         yes = If(cond, one(), Const(0, INT))
         no = If(cond, Const(0, INT), one())
         if owner is None:
@@ -981,10 +740,10 @@ class _Binder:
             return [Monomial(one(), ((owner, If(IsNull(x, negated=True), one(), Const(0, INT))),))]
         if isinstance(x, If):
             taken, other = self.indicators(x.cond, exp.Null())
-            return _product(taken, self.nonnull(x.then)) + _product(other, self.nonnull(x.else_))
+            return product(taken, self.nonnull(x.then)) + product(other, self.nonnull(x.else_))
         out = [Monomial(one(), ())]
         for child in x.children():
-            out = _product(out, self.nonnull(child))
+            out = product(out, self.nonnull(child))
         return out
 
     def nonnull_factors(self, e: exp.Expression) -> tuple[Monomial, ...] | None:
@@ -1028,52 +787,6 @@ class _Binder:
         return any(self.may_be_null_raw(c, nullable) for c in x.children() if not isinstance(c, Cond))
 
 
-def _mergeable(inner: exp.Select) -> bool:
-    """A subquery in FROM that inline_derived can merge: relations, joins and filters only."""
-    blocked = ("group", "having", "distinct", "order", "limit", "offset", "with", "qualify")
-    return (
-        not any(inner.args.get(k) for k in blocked)
-        and inner.args.get("from") is not None
-        and not any(isinstance(n, (*AGGREGATES, exp.Window)) for i in inner.expressions for n in i.walk())
-    )
-
-
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    p = node.parent
-    while p is not None:
-        if p is ancestor:
-            return True
-        p = p.parent
-    return False
-
-
-def _parts(e: exp.Expression, kind: type) -> list[exp.Expression]:
-    """The operands of a chain of ANDs (or ORs), parentheses removed."""
-    while isinstance(e, exp.Paren):
-        e = e.this
-    return _parts(e.this, kind) + _parts(e.expression, kind) if isinstance(e, kind) else [e]
-
-
-def _hoisted(c: exp.Expression) -> list[exp.Expression]:
-    """An OR whose every disjunct holds the same conjunct (TPC-H Q19 repeats its join in
-    each): that conjunct, then the OR of what is left (the OR itself when nothing is
-    common; nothing when a disjunct is all common, the OR being true then)."""
-    disjuncts = _parts(c, exp.Or)
-    if len(disjuncts) < 2:
-        return [c]
-    parts = [_parts(d, exp.And) for d in disjuncts]
-    texts = [{p.sql() for p in ps} for ps in parts]
-    common = [p for p in parts[0] if all(p.sql() in t for t in texts[1:])]
-    if not common:
-        return [c]
-    done = {p.sql() for p in common}
-    rest = [[p for p in ps if p.sql() not in done] for ps in parts]
-    if any(not r for r in rest):
-        return common
-    ors = [functools.reduce(lambda a, b: exp.And(this=a, expression=b), r) for r in rest]
-    return common + [functools.reduce(lambda a, b: exp.Or(this=a, expression=b), ors)]
-
-
 def _folded(op: str, a: Const, b: Const) -> Const:
     """Constant arithmetic, exact: the wider type of the two (int < decimal < float)."""
     kind = FLOAT if FLOAT in (a.type, b.type) else DECIMAL if DECIMAL in (a.type, b.type) else INT
@@ -1086,55 +799,6 @@ def _folded(op: str, a: Const, b: Const) -> Const:
     return Const(value, kind)
 
 
-def _ind_and(a: list[tuple[int, dict[int, Cond]]], b: list[tuple[int, dict[int, Cond]]]) -> list[tuple[int, dict[int, Cond]]]:
-    out = []
-    for ka, da in a:
-        for kb, db in b:
-            d = dict(da)
-            for atom, c in db.items():
-                d[atom] = c if atom not in d or d[atom] == c else And(d[atom], c)
-            out.append((ka * kb, d))
-    return _ind_sum(out)
-
-
-def _ind_sum(terms: list[tuple[int, dict[int, Cond]]]) -> list[tuple[int, dict[int, Cond]]]:
-    """Terms with equal conditions added up; zero terms dropped."""
-    acc: dict[tuple, tuple[int, dict[int, Cond]]] = {}
-    for k, d in terms:
-        key = tuple(sorted((atom, format_cond(c)) for atom, c in d.items()))
-        acc[key] = (acc[key][0] + k, d) if key in acc else (k, d)
-    return [t for t in acc.values() if t[0] != 0]
-
-
-def _monomials(terms: list[tuple[int, dict[int, Cond]]]) -> list[Monomial]:
-    out = []
-    for k, d in terms:
-        coef: Expr = Const(k, INT)
-        factors = []
-        for atom, c in sorted(d.items(), key=lambda kv: kv[0]):
-            indicator = If(c, one(), Const(0, INT))
-            if atom < 0:
-                coef = _mul(coef, indicator)
-            else:
-                factors.append((atom, indicator))
-        out.append(Monomial(coef, tuple(factors)))
-    return out
-
-
-def product(a: list[Monomial], b: list[Monomial]) -> list[Monomial]:
-    """The product of two polynomials of single-relation factors."""
-    return _product(a, b)
-
-
-def _has_aggregate(e: exp.Expression) -> bool:
-    return any(isinstance(n, AGGREGATES) for n in e.walk())
-
-
-def _aggregated_sum(e: exp.Expression) -> bool:
-    """An expression over aggregates other than COUNT (whose values may be decimals)."""
-    return any(isinstance(n, AGGREGATES) and not isinstance(n, exp.Count) for n in e.walk())
-
-
 def _ident_stem(alias: str) -> str:
     """A variable stem from a SELECT alias: letters, digits and underscores."""
     return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
@@ -1142,35 +806,6 @@ def _ident_stem(alias: str) -> str:
 
 def _tuple(d: dict) -> tuple:
     return tuple(d)
-
-
-def _neg(c: Expr) -> Expr:
-    if isinstance(c, Const) and c.type in (INT, DECIMAL, FLOAT):
-        return Const(-c.value, c.type)  # type: ignore[operator]
-    return Neg(c)
-
-
-def _product(a: list[Monomial], b: list[Monomial]) -> list[Monomial]:
-    return [_times(x, y) for x in a for y in b]
-
-
-def _times(a: Monomial, b: Monomial) -> Monomial:
-    """The product of two monomials; factors of the same atom are multiplied together."""
-    coef = _mul(a.coef, b.coef)
-    factors: dict[int, Expr] = {}
-    for i, f in a.factors + b.factors:
-        factors[i] = _mul(factors[i], f) if i in factors else f
-    return Monomial(coef, tuple(sorted(factors.items(), key=lambda kv: kv[0])))
-
-
-def _mul(a: Expr, b: Expr) -> Expr:
-    if a == one():
-        return b
-    if b == one():
-        return a
-    if isinstance(a, Const) and isinstance(b, Const) and a.type == b.type == INT:
-        return Const(a.value * b.value, INT)  # type: ignore[operator]
-    return BinOp("*", a, b)
 
 
 def bind_view(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAULT_DIALECT) -> BoundView:

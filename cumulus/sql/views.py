@@ -23,7 +23,8 @@ from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
-from cumulus.sql.frontend import BoundView, bind_view, product
+from cumulus.sql.frontend import BoundView, bind_view
+from cumulus.sql.polynomial import product
 from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of
 from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 

@@ -1,0 +1,116 @@
+"""Rewrites of a view's sqlglot tree before binding (cumulus/sql/frontend.py): subqueries
+in FROM without aggregates merged into the view (TPC-H Q7, Q9), and a conjunct repeated in
+every disjunct of an OR hoisted out of it (Q19 repeats its join); sqlglot-level helpers."""
+
+from __future__ import annotations
+
+import functools
+
+from sqlglot import exp
+
+AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
+CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+def has_aggregate(e: exp.Expression) -> bool:
+    return any(isinstance(n, AGGREGATES) for n in e.walk())
+
+
+def merge_from_subqueries(select: exp.Select) -> exp.Select:
+    """FROM (SELECT ... FROM ... WHERE ...) AS alias, a subquery without aggregates,
+    GROUP BY, DISTINCT, ORDER BY or LIMIT (TPC-H Q7, Q9), merged into the outer SELECT:
+    its relations join the outer FROM, its WHERE the outer WHERE, and every outer
+    reference to one of its columns becomes the expression behind it. Other subqueries
+    stay, for clause_refusals to refuse."""
+    sources = [select.args["from"]] if select.args.get("from") else []
+    sources += list(select.args.get("joins") or [])
+    for holder in sources:
+        sub = holder.this
+        if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select) or not _mergeable(sub.this):
+            continue
+        inner = merge_from_subqueries(sub.this)
+        alias = (sub.alias or "").lower()
+        names: dict[str, exp.Expression] = {}
+        for item in inner.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Star):
+                break
+            names[(item.alias if isinstance(item, exp.Alias) else item.output_name).lower()] = node
+        else:
+            inner_aliases = {(t.alias_or_name or "").lower() for t in [inner.args["from"].this] +
+                             [j.this for j in inner.args.get("joins") or []]}
+            outer_aliases = {(s.this.alias_or_name or "").lower() for s in sources if s is not holder}
+            if inner_aliases & outer_aliases:
+                continue  # a name used on both sides: left for the refusal
+            own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
+            order = select.args.get("order")
+            for col in [c for c in select.find_all(exp.Column) if not _inside(c, sub)]:
+                name, qualifier = col.name.lower(), (col.table or "").lower()
+                if not qualifier and name in own and order is not None and _inside(col, order):
+                    continue  # ORDER BY names the outer SELECT's item first
+                if (qualifier == alias or not qualifier) and name in names:
+                    replacement = names[name].copy()
+                    if col.parent is not None and isinstance(col.parent, exp.Select) and col.arg_key == "expressions":
+                        replacement = exp.alias_(replacement, col.name)  # keep the item's name
+                    col.replace(replacement)
+            conds = [c for c in [inner.args.get("where") and inner.args["where"].this] if c is not None]
+            if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
+                conds.append(holder.args["on"])
+            tables = [exp.Join(this=inner.args["from"].this)] + list(inner.args.get("joins") or [])
+            joins = [j for j in select.args.get("joins") or [] if j is not holder]
+            if isinstance(holder, exp.From):
+                first = tables.pop(0).this
+                select.set("from", exp.From(this=first))
+            select.set("joins", joins + tables)
+            where = select.args.get("where")
+            for c in conds:
+                where = exp.Where(this=c if where is None else exp.And(this=where.this, expression=c))
+            if where is not None:
+                select.set("where", where)
+    return select
+
+
+def _mergeable(inner: exp.Select) -> bool:
+    """A subquery in FROM that merge_from_subqueries can merge: relations, joins and filters only."""
+    blocked = ("group", "having", "distinct", "order", "limit", "offset", "with", "qualify")
+    return (
+        not any(inner.args.get(k) for k in blocked)
+        and inner.args.get("from") is not None
+        and not any(isinstance(n, (*AGGREGATES, exp.Window)) for i in inner.expressions for n in i.walk())
+    )
+
+
+def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    p = node.parent
+    while p is not None:
+        if p is ancestor:
+            return True
+        p = p.parent
+    return False
+
+
+def parts(e: exp.Expression, kind: type) -> list[exp.Expression]:
+    """The operands of a chain of ANDs (or ORs), parentheses removed."""
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return parts(e.this, kind) + parts(e.expression, kind) if isinstance(e, kind) else [e]
+
+
+def hoisted(c: exp.Expression) -> list[exp.Expression]:
+    """An OR whose every disjunct holds the same conjunct (TPC-H Q19 repeats its join in
+    each): that conjunct, then the OR of what is left (the OR itself when nothing is
+    common; nothing when a disjunct is all common, the OR being true then)."""
+    disjuncts = parts(c, exp.Or)
+    if len(disjuncts) < 2:
+        return [c]
+    conjuncts = [parts(d, exp.And) for d in disjuncts]
+    texts = [{p.sql() for p in ps} for ps in conjuncts]
+    common = [p for p in conjuncts[0] if all(p.sql() in t for t in texts[1:])]
+    if not common:
+        return [c]
+    done = {p.sql() for p in common}
+    rest = [[p for p in ps if p.sql() not in done] for ps in conjuncts]
+    if any(not r for r in rest):
+        return common
+    ors = [functools.reduce(lambda a, b: exp.And(this=a, expression=b), r) for r in rest]
+    return common + [functools.reduce(lambda a, b: exp.Or(this=a, expression=b), ors)]
