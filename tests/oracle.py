@@ -61,6 +61,8 @@ def same_value(a, b, inexact: bool) -> bool:
         return a is None and b is None
     if isinstance(a, (int, float, Decimal)) and isinstance(b, (int, float, Decimal)):
         if inexact or isinstance(a, float) or isinstance(b, float):
+            if math.isnan(float(a)) or math.isnan(float(b)):
+                return math.isnan(float(a)) and math.isnan(float(b))
             return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
         return Decimal(a) == Decimal(b)  # exact: sums of decimals must match to the digit
     return a == b

@@ -64,7 +64,11 @@ def load_maps(con: duckdb.DuckDBPyConnection, compiled: Compilation, interp: Int
 
 def same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
+        if a is None or b is None:
+            return False
+        if math.isnan(float(a)) or math.isnan(float(b)):  # a zero divided by zero, in both
+            return math.isnan(float(a)) and math.isnan(float(b))
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
     if isinstance(a, Decimal) or isinstance(b, Decimal):
         return a is not None and b is not None and Decimal(a) == Decimal(b)
     return a == b
