@@ -51,33 +51,7 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
     sharing = compiled.sharing()
     needed = sorted(m for m, users in sharing.items() if plan.name in users)
     lines = [f"view {plan.name}: maintained incrementally ({len(needed)} maps, updated by each event's deltas)"]
-    groups = [c.name for c in plan.columns if c.kind == "group"]
-    lines.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
-                 if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
-    for text in plan.filter_text:
-        lines.append(f"  after the join: {text}, as a filter factor ({plan.filter_terms} products of "
-                     "single-relation conditions) in every map's value")
-    by_name = {c.name: c for c in plan.columns}
-    for name, e in plan.final.select:
-        if isinstance(e, Ref) and by_name[e.name].kind == "group":
-            continue
-        if isinstance(e, Ref):
-            lines.append(f"  {name}: {_column(by_name[e.name], plan.count.map)}")
-        else:
-            lines.append(f"  {name}: at read time: {readtime.text(e)}")
-    for c in plan.columns:
-        if c.hidden and c.kind != "group":
-            lines.append(f"  {c.name} (not selected; for read-time work): {_column(c, plan.count.map)}")
-    f = plan.final
-    if f.having is not None:
-        lines.append(f"  HAVING at read time: keeps the groups where {readtime.text(f.having)}")
-    if f.order:
-        keys = ", ".join(f"{readtime.text(o.expr)} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
-                         for o in f.order)
-        lines.append(f"  ORDER BY at read time: {keys} (ties by the group key)")
-    if f.limit is not None or f.offset:
-        lines.append(f"  at read time: {'LIMIT ' + str(f.limit) if f.limit is not None else ''}"
-                     f"{' OFFSET ' + str(f.offset) if f.offset else ''}".replace(":  ", ": "))
+    lines += _described(plan)
     read = set(plan.maps)
     lines.append(f"  reads at query time: {', '.join(m for m in plan.maps)}")
     through = [m for m in needed if m not in read]
@@ -86,6 +60,43 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
     shared = [f"{m} (with {', '.join(u for u in sharing[m] if u != plan.name)})" for m in needed if len(sharing[m]) > 1]
     lines.append(f"  shared with other views: {', '.join(shared)}" if shared else "  shared with other views: none")
     return "\n".join(lines) + "\n"
+
+
+def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
+    """Its groups, filter factor, columns (kept or computed at read time), HAVING, ORDER
+    BY, LIMIT/OFFSET, and the views kept for its subqueries, each line indented."""
+    out: list[str] = []
+    groups = [c.name for c in plan.columns if c.kind == "group"]
+    out.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
+                 if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    for text in plan.filter_text:
+        out.append(f"  after the join: {text}, as a filter factor ({plan.filter_terms} products of "
+                     "single-relation conditions) in every map's value")
+    by_name = {c.name: c for c in plan.columns}
+    for name, e in plan.final.select:
+        if isinstance(e, Ref) and by_name[e.name].kind == "group":
+            continue
+        if isinstance(e, Ref):
+            out.append(f"  {name}: {_column(by_name[e.name], plan.count.map)}")
+        else:
+            out.append(f"  {name}: at read time: {readtime.text(e)}")
+    for c in plan.columns:
+        if c.hidden and c.kind != "group":
+            out.append(f"  {c.name} (not selected; for read-time work): {_column(c, plan.count.map)}")
+    f = plan.final
+    if f.having is not None:
+        out.append(f"  HAVING at read time: keeps the groups where {readtime.text(f.having)}")
+    if f.order:
+        keys = ", ".join(f"{readtime.text(o.expr)} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
+                         for o in f.order)
+        out.append(f"  ORDER BY at read time: {keys} (ties by the group key)")
+    if f.limit is not None or f.offset:
+        out.append(f"  at read time: {'LIMIT ' + str(f.limit) if f.limit is not None else ''}"
+                     f"{' OFFSET ' + str(f.offset) if f.offset else ''}".replace(":  ", ": "))
+    for sub in plan.subviews:
+        out.append(f"  subquery {sub.name}: maintained as a view of its own, its rows read at read time")
+        out += ["  " + line for line in _described(sub)]
+    return [indent + line[2:] for line in out]
 
 
 def _column(c: ViewColumn, count: str) -> str:

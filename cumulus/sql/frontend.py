@@ -11,7 +11,8 @@ subquery without aggregates; WHERE a conjunction of equi-joins, single-relation 
 (comparisons, BETWEEN, IN, NOT IN, IS [NOT] NULL, LIKE, AND/OR/NOT; DATE +/- INTERVAL
 constants) and OR/NOT of single-relation conditions across relations; GROUP BY columns
 or single-relation expressions (arithmetic, CASE, EXTRACT); HAVING, ORDER BY, LIMIT,
-OFFSET."""
+OFFSET; uncorrelated `x IN (subquery)` on a group column and scalar subqueries in SELECT,
+HAVING and ORDER BY, each bound as a view of its own (`BoundView.subviews`)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,15 @@ from cumulus.sql.calculus import Atom, Derived, Monomial, one
 from cumulus.sql.items import Output, SelectBinder
 from cumulus.sql.polynomial import ind_and, ind_sum, monomials, neg, product
 from cumulus.sql.readtime import Finish
-from cumulus.sql.rewrite import AGGREGATES, CMP, has_aggregate, hoisted, merge_from_subqueries
+from cumulus.sql.rewrite import (
+    AGGREGATES,
+    CMP,
+    has_aggregate,
+    hoisted,
+    inside,
+    merge_from_subqueries,
+    parts,
+)
 
 _EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
 
@@ -71,6 +80,7 @@ class BoundView:
     finish: Finish | None = None  # SELECT list, HAVING, ORDER BY, LIMIT, OFFSET at read time
     filter: tuple[Monomial, ...] = ()  # the filter factor of conditions over several relations (() = 1)
     filter_text: tuple[str, ...] = ()  # those conditions as written
+    subviews: tuple[tuple[str, BoundView], ...] = ()  # uncorrelated subqueries, views of their own
 
 
 class _Binder(SelectBinder):
@@ -191,8 +201,11 @@ class _Binder(SelectBinder):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
         return merge_from_subqueries(select)
 
-    def bind(self) -> BoundView:
-        select = self.parse()
+    def bind(self, select: exp.Select | None = None) -> BoundView:
+        """The view (or, given, a subquery of it: positions stay the view's)."""
+        select = self.parse() if select is None else merge_from_subqueries(select)
+        self.subviews: list[tuple[str, BoundView]] = []
+        self.semijoins: list[exp.In] = []
         for refusal in self.clause_refusals(select):
             raise refusal
         self.bind_from(select)
@@ -216,6 +229,7 @@ class _Binder(SelectBinder):
             self.finish,
             tuple(self.filter) if self.filter != [Monomial(one(), ())] else (),
             tuple(self.filter_text),
+            tuple(self.subviews),
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -224,7 +238,10 @@ class _Binder(SelectBinder):
         if select.args.get("with"):
             yield self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
         found: set[str] = set()
+        kept = read_time_subqueries(select)
         for node in select.walk():
+            if any(node is k or inside(node, k) for k in kept):
+                continue  # bound as views of their own (bind_subview), refused there if need be
             if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.From, exp.Join)) \
                     and "subquery" not in found:
                 found.add("subquery")
@@ -235,8 +252,8 @@ class _Binder(SelectBinder):
                     and "subquery" not in found:
                 found.add("subquery")
                 yield self.refuse_kw(
-                    "subqueries in WHERE, SELECT or HAVING (IN, EXISTS, scalar) are not supported "
-                    "(nested aggregates are not maintained)", "SELECT", 1)
+                    "a subquery here is not supported (uncorrelated IN (subquery) conjuncts of WHERE and scalar "
+                    "subqueries in SELECT, HAVING and ORDER BY are, each kept as a view of its own)", "SELECT", 1)
             if isinstance(node, exp.Window) and "window" not in found:
                 found.add("window")
                 yield self.refuse("window functions (OVER) are not supported", node, "OVER")
@@ -413,6 +430,39 @@ class _Binder(SelectBinder):
         return var
 
     # -- filters
+    def bind_subview(self, sub: exp.Subquery, kind: str) -> str:
+        """An uncorrelated subquery (`kind` scalar: one value; in: a set of values) bound
+        as a view of its own, maintained beside this one and read at read time; its name."""
+        inner = sub.this
+        what = "a scalar subquery" if kind == "scalar" else "IN (subquery)"
+        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+            raise self.refuse(f"{what} must be one SELECT of one column ({self.text_of(sub)})", sub, "SELECT")
+        tables = [inner.args["from"].this] if inner.args.get("from") else []
+        tables += [j.this for j in inner.args.get("joins") or []]
+        aliases = {(t.alias_or_name or "").lower() for t in tables if isinstance(t, exp.Table)}
+        columns = {c for t in tables if isinstance(t, exp.Table) and t.name.lower() in self.schema
+                   for c in self.schema.relation(t.name.lower()).column_names}
+        for col in inner.find_all(exp.Column):
+            if (col.table and col.table.lower() not in aliases) or (not col.table and col.name.lower() not in columns):
+                raise self.refuse(
+                    f"correlated subqueries are not supported: {self.text_of(col)} refers to the outer query "
+                    f"({self.text_of(sub)})", col)
+        if kind == "in" and not inner.args.get("group") and not has_aggregate(inner.expressions[0]):
+            inner.set("group", exp.Group(expressions=[inner.expressions[0].copy()]))  # IN reads a set
+        binder = _Binder(self.sql, self.schema, self.name, self.dialect)
+        binder.tokens = self.tokens
+        binder.view_stem = f"{getattr(self, 'view_stem', _ident_stem(self.name))}__sub{len(self.subviews) + 1}"
+        bound = binder.bind(inner)
+        f = bound.finish
+        if f is not None and (f.order or f.limit is not None or f.offset):
+            raise self.refuse(f"ORDER BY, LIMIT or OFFSET in {what} is not supported ({self.text_of(sub)})", sub, "SELECT")
+        if kind == "scalar" and bound.group:
+            raise self.refuse(f"a scalar subquery must not have GROUP BY: it gives one row ({self.text_of(sub)})", sub, "SELECT")
+        stem = getattr(self, "view_stem", _ident_stem(self.name))
+        name = f"{stem}__sub{len(self.subviews) + 1}"
+        self.subviews.append((name, replace(bound, name=name)))
+        return name
+
     def bind_filters(self, conjuncts: list[exp.Expression]) -> None:
         """Single-relation conjuncts filter their atom; a conjunct over several relations
         (OR / NOT of single-relation conditions) becomes a filter factor: a polynomial of
@@ -422,6 +472,9 @@ class _Binder(SelectBinder):
         self.filter_text: list[str] = []
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
+                continue
+            if isinstance(c, exp.In) and c.args.get("query") is not None:
+                self.semijoins.append(c)  # a group filter at read time (items.bind_select)
                 continue
             aliases = self.aliases_in(c)
             if len(aliases) > 1:
@@ -806,6 +859,22 @@ def _ident_stem(alias: str) -> str:
 
 def _tuple(d: dict) -> tuple:
     return tuple(d)
+
+
+def read_time_subqueries(select: exp.Select) -> list[exp.Subquery]:
+    """Subqueries answered at read time from views of their own: `x IN (SELECT ...)` as a
+    conjunct of WHERE, and scalar subqueries in the SELECT list, HAVING and ORDER BY."""
+    out = []
+    where = select.args.get("where")
+    for c in parts(where.this, exp.And) if where is not None else []:
+        if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
+            out.append(c.args["query"])
+    scopes = list(select.expressions) + [select.args[k] for k in ("having", "order") if select.args.get(k)]
+    for scope in scopes:
+        for node in scope.walk():
+            if isinstance(node, exp.Subquery) and not any(inside(node, o) for o in out):
+                out.append(node)
+    return out
 
 
 def bind_view(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAULT_DIALECT) -> BoundView:

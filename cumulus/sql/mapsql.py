@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cumulus.errors import NotFoundError, ViewSQLError
-from cumulus.sql.readtime import Finish, order_sql, to_sql
+from cumulus.sql.readtime import Finish, order_sql, to_sql, view_key
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
 from cumulus.store.tables import MAPS, tag_name
@@ -84,7 +84,10 @@ def view_sql(
 
 
 class _Builder:
-    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: str):
+    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: str, prefix: str = ""):
+        self.compilation = compilation
+        self.prefix = prefix  # of every CTE name (a subquery's view: its own names, unique in the query)
+        self.subviews_done: list[str] = []
         self.maps = compilation.checked.maps
         self.plan = plan
         self.tag = tag
@@ -108,7 +111,7 @@ class _Builder:
         body = f"SELECT {select}\n    FROM {self.table}{version}\n    WHERE `map` = '{name}'"
         if slots:
             body += f"\n    GROUP BY {', '.join(slots)}"
-        cte = f"map_{len(self.map_ctes)}"
+        cte = f"{self.prefix}map_{len(self.map_ctes)}"
         self.map_ctes[name] = cte
         self.ctes[cte] = body
         return cte
@@ -121,12 +124,12 @@ class _Builder:
     def groups_cte(self) -> None:
         plan = self.plan
         if not plan.group:
-            self.ctes["groups"] = "SELECT 1 AS `__one`"  # one row, even over nothing
+            self.ctes[f"{self.prefix}groups"] = "SELECT 1 AS `__one`"  # one row, even over nothing
             return
         source = self.map_cte(plan.count.map)
         cols = dict((var, col) for col, var in self.key_columns(plan.count))
         select = ", ".join(f"{quote(cols[g])} AS {quote(g)}" for g in plan.group)
-        self.ctes["groups"] = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0"
+        self.ctes[f"{self.prefix}groups"] = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0"
 
     # -- joins onto groups
     def entry(self, use: MapUse) -> str:
@@ -155,7 +158,7 @@ class _Builder:
             body = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0 AND {value} IS NOT NULL"
             if group:
                 body += f"\n    GROUP BY {', '.join(group)}"
-            cte = f"extreme_{sum(k[0] == 'extreme' for k in self.joins)}"
+            cte = f"{self.prefix}extreme_{sum(k[0] == 'extreme' for k in self.joins)}"
             self.ctes[cte] = body
             on = tuple((g, g) for g in self.plan.group)
             self.joins[key] = _Join(f"j{len(self.joins)}", cte, on)
@@ -197,22 +200,31 @@ class _Builder:
         self.groups_cte()
         columns = [f"{self.column(c)} AS {quote(c.name)}" for c in plan.columns]
         lines = [f"-- view {plan.name} {'at ' + repr(self.tag) if self.tag else 'on main (fresh)'}: its rows from its maps"]
+        self.subviews = {view_key(s.name): self.subview_cte(s) for s in plan.subviews}
         if plan.finish is not None:  # the maintained columns and group keys, then the read-time layer
             columns += [f"g.{quote(g)} AS `__group{i}`" for i, g in enumerate(plan.group)]
-            select = ["SELECT " + ",\n       ".join(columns), "FROM groups g"]
+            select = ["SELECT " + ",\n       ".join(columns), f"FROM {self.prefix}groups g"]
             select += [self.join_line(j) for j in self.joins.values()]
-            self.ctes["base"] = "\n    ".join(select)
+            self.ctes[f"{self.prefix}base"] = "\n    ".join(select)
         lines.append("WITH " + ",\n".join(f"{name} AS (\n    {body}\n)" for name, body in self.ctes.items()))
         if plan.finish is not None:
             lines += self.finish_lines(plan.finish)
             return "\n".join(lines) + "\n"
         lines.append("SELECT " + ",\n       ".join(columns))
-        lines.append("FROM groups g")
+        lines.append(f"FROM {self.prefix}groups g")
         lines += [self.join_line(j) for j in self.joins.values()]
         group_outputs = [str(i + 1) for i, c in enumerate(plan.columns) if c.kind == "group"]
         if order and group_outputs:
             lines.append(f"ORDER BY {', '.join(group_outputs)}")
         return "\n".join(lines) + "\n"
+
+    def subview_cte(self, sub: ViewPlan) -> str:
+        """A subquery's view (its one column) as a CTE of its own query."""
+        name = f"{self.prefix}sub_{len(self.subviews_done)}"
+        self.subviews_done.append(name)
+        body = _Builder(self.compilation, sub, self.tag, self.table, prefix=f"{name}_")  # Spark refuses shadowed CTE names
+        self.ctes[name] = body.sql(order=False).rstrip().replace("\n", "\n    ")
+        return name
 
     @staticmethod
     def join_line(join: _Join) -> str:
@@ -223,12 +235,13 @@ class _Builder:
         """SELECT list, HAVING (a WHERE over `base`), ORDER BY (then the group key, NULLs
         first, as readtime.apply breaks ties), LIMIT and OFFSET."""
         types = self.plan.types
+        subviews = self.subviews
 
         def ref(name: str) -> str:
-            return f"b.{quote(name)}"
+            return subviews[name] if name in subviews else f"b.{quote(name)}"
 
         select = [f"{to_sql(e, ref, types)} AS {quote(n)}" for n, e in finish.select]
-        lines = ["SELECT " + ",\n       ".join(select), "FROM base b"]
+        lines = ["SELECT " + ",\n       ".join(select), f"FROM {self.prefix}base b"]
         if finish.having is not None:
             lines.append(f"WHERE {to_sql(finish.having, ref, types)}")
         keys = [order_sql(o, ref, types) for o in finish.order]

@@ -71,6 +71,30 @@ class ToDouble(RExpr):
 
 
 @dataclass(frozen=True)
+class SubValue(RExpr):
+    """An uncorrelated scalar subquery: the one value of a view maintained for it (NULL
+    when it has no row)."""
+
+    view: str
+
+
+@dataclass(frozen=True)
+class InView(RExpr):
+    """`operand IN (subquery)`: the subquery a view maintained for it, its one column."""
+
+    operand: RExpr
+    view: str
+
+    def children(self) -> tuple[RExpr, ...]:
+        return (self.operand,)
+
+
+def view_key(view: str) -> str:
+    """The key under which a row carries a subquery view's values (a tuple)."""
+    return f"__view:{view}"
+
+
+@dataclass(frozen=True)
 class Compare(RExpr):
     op: str  # = <> < <= > >=
     left: RExpr
@@ -172,6 +196,16 @@ def evaluate(e: RExpr, row: dict[str, object]):
     if isinstance(e, ToDouble):
         v = evaluate(e.operand, row)
         return None if v is None else float(v)  # type: ignore[arg-type]
+    if isinstance(e, SubValue):
+        values = row[view_key(e.view)]
+        return values[0] if values else None  # type: ignore[index]
+    if isinstance(e, InView):
+        x, values = evaluate(e.operand, row), row[view_key(e.view)]
+        if x is None:
+            return None if values else False
+        if any(compare("=", x, v) is True for v in values):  # type: ignore[union-attr]
+            return True
+        return None if any(v is None for v in values) else False  # type: ignore[union-attr]
     if isinstance(e, Compare):
         return compare(e.op, evaluate(e.left, row), evaluate(e.right, row))
     if isinstance(e, Logic):
@@ -266,6 +300,8 @@ def type_of(e: RExpr, types: dict[str, str]) -> str:
         return type_of(e.operand, types)
     if isinstance(e, ToDouble):
         return "float"
+    if isinstance(e, SubValue):
+        return types[view_key(e.view)]
     if isinstance(e, Case):
         found = [type_of(v, types) for _, v in e.whens] + [type_of(e.default, types)]
         known = [t for t in found if t != "null"]
@@ -325,6 +361,11 @@ def _sql(e: RExpr, ref, types) -> _Sql:
         return _Sql(f"(-{inner.text})", inner.type, inner.precision, inner.scale)
     if isinstance(e, ToDouble):
         return _Sql(f"CAST({_sql(e.operand, ref, types).text} AS DOUBLE)", "float")
+    if isinstance(e, SubValue):  # ref names the subquery view's CTE (one column, at most one row)
+        t = types[view_key(e.view)]
+        return _Sql(f"(SELECT * FROM {ref(view_key(e.view))})", t, _SPARK_MAX if t == "decimal" else 0, 6 if t == "decimal" else 0)
+    if isinstance(e, InView):
+        return _Sql(f"({_sql(e.operand, ref, types).text} IN (SELECT * FROM {ref(view_key(e.view))}))", "bool")
     if isinstance(e, Arith):
         a, b = _sql(e.left, ref, types), _sql(e.right, ref, types)
         if e.op == "/":
@@ -415,6 +456,10 @@ def text(e: RExpr) -> str:
         return f"-{text(e.operand)}"
     if isinstance(e, ToDouble):
         return f"CAST({text(e.operand)} AS DOUBLE)"
+    if isinstance(e, SubValue):
+        return f"(the value of view {e.view})"
+    if isinstance(e, InView):
+        return f"{text(e.operand)} IN (the rows of view {e.view})"
     if isinstance(e, (Compare, Logic)):
         return f"({text(e.left)} {e.op} {text(e.right)})"
     if isinstance(e, Negation):

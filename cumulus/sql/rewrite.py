@@ -44,9 +44,9 @@ def merge_from_subqueries(select: exp.Select) -> exp.Select:
                 continue  # a name used on both sides: left for the refusal
             own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
             order = select.args.get("order")
-            for col in [c for c in select.find_all(exp.Column) if not _inside(c, sub)]:
+            for col in [c for c in select.find_all(exp.Column) if not inside(c, sub)]:
                 name, qualifier = col.name.lower(), (col.table or "").lower()
-                if not qualifier and name in own and order is not None and _inside(col, order):
+                if not qualifier and name in own and order is not None and inside(col, order):
                     continue  # ORDER BY names the outer SELECT's item first
                 if (qualifier == alias or not qualifier) and name in names:
                     replacement = names[name].copy()
@@ -80,7 +80,7 @@ def _mergeable(inner: exp.Select) -> bool:
     )
 
 
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+def inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
     p = node.parent
     while p is not None:
         if p is ancestor:

@@ -25,7 +25,7 @@ from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
 from cumulus.sql.frontend import BoundView, bind_view
 from cumulus.sql.polynomial import product
-from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of
+from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of, view_key
 from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 
 
@@ -60,6 +60,7 @@ class ViewPlan:
     finish: Finish | None = None  # the read-time layer (None: the visible columns as they are)
     filter_text: tuple[str, ...] = ()  # conditions over several relations, kept as a filter factor
     filter_terms: int = 0  # the factor's single-relation terms
+    subviews: tuple[ViewPlan, ...] = ()  # uncorrelated subqueries, maintained as views of their own
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -77,7 +78,8 @@ class ViewPlan:
 
     @property
     def types(self) -> dict[str, str]:
-        return {c.name: c.type for c in self.columns}
+        """Each maintained column's type, and each subquery view's (its one column's)."""
+        return {c.name: c.type for c in self.columns} | {view_key(s.name): s.output_types()[0] for s in self.subviews}
 
     def output_types(self) -> tuple[str, ...]:
         return tuple(type_of(e, self.types) for _, e in self.final.select)
@@ -101,8 +103,9 @@ class ViewPlan:
 
     @property
     def maps(self) -> tuple[str, ...]:
+        """The maps the view reads (its subqueries' too)."""
         uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
-        return tuple(dict.fromkeys(u.map for u in uses))
+        return tuple(dict.fromkeys([u.map for u in uses] + [m for s in self.subviews for m in s.maps]))
 
 
 @dataclass(frozen=True)
@@ -190,8 +193,9 @@ class _ViewBuilder:
                 values = self.use(v.group + (out.var,), (Monomial(one(), ()),), f"{hint}_values")
                 col = ViewColumn(out.name, out.kind, values=values, value_var=out.var)
             columns.append(replace(col, hidden=out.hidden))
+        subviews = tuple(_ViewBuilder(self.c, sub).build() for _, sub in v.subviews)
         plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
-                        filter_text=v.filter_text, filter_terms=len(v.filter))
+                        filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews)
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)
@@ -208,8 +212,13 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
             raise ValueError(f"view {name} is given twice")
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
-    typed = {name: replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns)) for name, plan in plans.items()}
+    typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
     return Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
+
+
+def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
+    return replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
+                   subviews=tuple(_typed_plan(checked, s) for s in plan.subviews))
 
 
 def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:
@@ -331,6 +340,7 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
     if plan.finish is None:
         return [tuple(v for v, c in zip(r, plan.columns, strict=True) if not c.hidden) for r in rows]
     names = [c.name for c in plan.columns]
-    keyed = [dict(zip(names, r, strict=True)) | {f"__group{i}": g[k] for i, k in enumerate(plan.group)}
+    subqueries = {view_key(s.name): tuple(r[0] for r in view_rows(s, entries)) for s in plan.subviews}
+    keyed = [dict(zip(names, r, strict=True)) | {f"__group{i}": g[k] for i, k in enumerate(plan.group)} | subqueries
              for r, g in zip(rows, groups, strict=True)]
     return apply(plan.finish, keyed, [f"__group{i}" for i in range(len(plan.group))])

@@ -28,7 +28,8 @@ TPCH = load_schema(FIXTURES / "schemas" / "tpch.sql")
 VIEWS = [("tpch_queries", "q14"), ("tpch_queries", "q07_peru_canada"),
          ("constructs", "distinct_aggregates_by_nation"), ("constructs", "like_patterns_in_case"),
          ("constructs", "revenue_share_by_mode"), ("constructs", "or_of_conjunctions_across_relations"),
-         ("constructs", "having_null_semantics"), ("constructs", "cast_double_ratio"), ("constructs", "zero_divisors")]
+         ("constructs", "having_null_semantics"), ("constructs", "cast_double_ratio"), ("constructs", "zero_divisors"),
+         ("constructs", "in_grouped_subquery"), ("constructs", "share_of_total_subquery")]
 def views() -> list[tuple[str, str]]:
     return [(name, (FIXTURES / "views" / kind / f"{name}.sql").read_text()) for kind, name in VIEWS]
 
