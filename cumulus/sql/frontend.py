@@ -56,10 +56,11 @@ from cumulus.sql.rewrite import (
     CMP,
     has_aggregate,
     hoisted,
+    ident_stem,
     inside,
     merge_from_subqueries,
-    parts,
 )
+from cumulus.sql.subqueries import SubqueryBinder, read_time_subqueries
 
 _EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
 
@@ -83,7 +84,7 @@ class BoundView:
     subviews: tuple[tuple[str, BoundView], ...] = ()  # uncorrelated subqueries, views of their own
 
 
-class _Binder(SelectBinder):
+class _Binder(SelectBinder, SubqueryBinder):
     def __init__(self, sql: str, schema: Schema, name: str, dialect: str):
         self.sql = sql
         self.schema = schema
@@ -430,39 +431,6 @@ class _Binder(SelectBinder):
         return var
 
     # -- filters
-    def bind_subview(self, sub: exp.Subquery, kind: str) -> str:
-        """An uncorrelated subquery (`kind` scalar: one value; in: a set of values) bound
-        as a view of its own, maintained beside this one and read at read time; its name."""
-        inner = sub.this
-        what = "a scalar subquery" if kind == "scalar" else "IN (subquery)"
-        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
-            raise self.refuse(f"{what} must be one SELECT of one column ({self.text_of(sub)})", sub, "SELECT")
-        tables = [inner.args["from"].this] if inner.args.get("from") else []
-        tables += [j.this for j in inner.args.get("joins") or []]
-        aliases = {(t.alias_or_name or "").lower() for t in tables if isinstance(t, exp.Table)}
-        columns = {c for t in tables if isinstance(t, exp.Table) and t.name.lower() in self.schema
-                   for c in self.schema.relation(t.name.lower()).column_names}
-        for col in inner.find_all(exp.Column):
-            if (col.table and col.table.lower() not in aliases) or (not col.table and col.name.lower() not in columns):
-                raise self.refuse(
-                    f"correlated subqueries are not supported: {self.text_of(col)} refers to the outer query "
-                    f"({self.text_of(sub)})", col)
-        if kind == "in" and not inner.args.get("group") and not has_aggregate(inner.expressions[0]):
-            inner.set("group", exp.Group(expressions=[inner.expressions[0].copy()]))  # IN reads a set
-        binder = _Binder(self.sql, self.schema, self.name, self.dialect)
-        binder.tokens = self.tokens
-        binder.view_stem = f"{getattr(self, 'view_stem', _ident_stem(self.name))}__sub{len(self.subviews) + 1}"
-        bound = binder.bind(inner)
-        f = bound.finish
-        if f is not None and (f.order or f.limit is not None or f.offset):
-            raise self.refuse(f"ORDER BY, LIMIT or OFFSET in {what} is not supported ({self.text_of(sub)})", sub, "SELECT")
-        if kind == "scalar" and bound.group:
-            raise self.refuse(f"a scalar subquery must not have GROUP BY: it gives one row ({self.text_of(sub)})", sub, "SELECT")
-        stem = getattr(self, "view_stem", _ident_stem(self.name))
-        name = f"{stem}__sub{len(self.subviews) + 1}"
-        self.subviews.append((name, replace(bound, name=name)))
-        return name
-
     def bind_filters(self, conjuncts: list[exp.Expression]) -> None:
         """Single-relation conjuncts filter their atom; a conjunct over several relations
         (OR / NOT of single-relation conditions) becomes a filter factor: a polynomial of
@@ -662,7 +630,7 @@ class _Binder(SelectBinder):
             if any(isinstance(n, AGGREGATES) for n in g.walk()):
                 raise self.refuse(f"GROUP BY cannot hold an aggregate ({self.text_of(g)})", g)
             hint = next(
-                (_ident_stem(s.alias) for s in select.expressions if isinstance(s, exp.Alias) and s.this == g), None
+                (ident_stem(s.alias) for s in select.expressions if isinstance(s, exp.Alias) and s.this == g), None
             )
             var = self.define(g, hint=hint)
             if var not in self.group:
@@ -852,29 +820,8 @@ def _folded(op: str, a: Const, b: Const) -> Const:
     return Const(value, kind)
 
 
-def _ident_stem(alias: str) -> str:
-    """A variable stem from a SELECT alias: letters, digits and underscores."""
-    return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
-
-
 def _tuple(d: dict) -> tuple:
     return tuple(d)
-
-
-def read_time_subqueries(select: exp.Select) -> list[exp.Subquery]:
-    """Subqueries answered at read time from views of their own: `x IN (SELECT ...)` as a
-    conjunct of WHERE, and scalar subqueries in the SELECT list, HAVING and ORDER BY."""
-    out = []
-    where = select.args.get("where")
-    for c in parts(where.this, exp.And) if where is not None else []:
-        if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
-            out.append(c.args["query"])
-    scopes = list(select.expressions) + [select.args[k] for k in ("having", "order") if select.args.get(k)]
-    for scope in scopes:
-        for node in scope.walk():
-            if isinstance(node, exp.Subquery) and not any(inside(node, o) for o in out):
-                out.append(node)
-    return out
 
 
 def bind_view(sql: str, schema: Schema, name: str = "view", dialect: str = DEFAULT_DIALECT) -> BoundView:

@@ -5,6 +5,7 @@ every disjunct of an OR hoisted out of it (Q19 repeats its join); sqlglot-level 
 from __future__ import annotations
 
 import functools
+import re
 
 from sqlglot import exp
 
@@ -114,3 +115,8 @@ def hoisted(c: exp.Expression) -> list[exp.Expression]:
         return common
     ors = [functools.reduce(lambda a, b: exp.And(this=a, expression=b), r) for r in rest]
     return common + [functools.reduce(lambda a, b: exp.Or(this=a, expression=b), ors)]
+
+
+def ident_stem(alias: str) -> str:
+    """A variable stem from a SELECT alias: letters, digits and underscores."""
+    return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
