@@ -6,18 +6,14 @@ equals DuckDB over the alive tuples at several points of each stream."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import DuckOracle, assert_view_equals_sql
+from streamkit import SIMPLE, alive_after, step, to_events
 
 from cumulus.m3.interpreter import Event, Interpreter
-from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SIMPLE = load_schema(FIXTURES / "schemas" / "simple.sql")
 VIEWS = [
     ("distinct_r", "SELECT r.a, COUNT(DISTINCT r.b) AS nb, SUM(DISTINCT r.b) AS sb, AVG(DISTINCT r.b) AS ab, "
                    "MIN(r.b) AS lo, MAX(r.b) AS hi, COUNT(*) AS n FROM r GROUP BY r.a"),
@@ -31,22 +27,6 @@ VIEWS = [
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 
-value = st.one_of(st.none(), st.integers(min_value=1, max_value=4))
-# Deletes are drawn as often as inserts, so values are often deleted down to nothing.
-step = st.tuples(st.sampled_from(["r", "s", "t"]), value, value, st.booleans(), st.integers(min_value=0, max_value=50))
-
-
-def to_events(steps) -> list[Event]:
-    """Turn drawn steps into a valid stream: a 'delete' removes some live tuple."""
-    alive: dict[str, list[tuple]] = {"r": [], "s": [], "t": []}
-    events = []
-    for rel, x, y, delete, pick in steps:
-        if delete and alive[rel]:
-            events.append(Event("-", rel, alive[rel].pop(pick % len(alive[rel]))))
-        else:
-            alive[rel].append((x, y))
-            events.append(Event("+", rel, (x, y)))
-    return events
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,8 +38,7 @@ def test_distinct_and_extremes_equal_duckdb_under_inserts_and_deletes(steps) -> 
     points = {len(events) // 3, 2 * len(events) // 3, len(events)}
     for i, e in enumerate(events, 1):
         interp.process(e)
-        bag = alive.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
+        alive_after([e], alive)
         if i in points:
             oracle = DuckOracle(SIMPLE, alive)
             for name in COMPILED.views:
@@ -72,11 +51,7 @@ def test_deleting_everything_leaves_every_distinct_and_extreme_empty(steps) -> N
     """Inserting a stream and then deleting what is alive empties every map: no value
     lingers in a count per value (a MIN or a COUNT(DISTINCT) would see it)."""
     events = to_events(steps)
-    alive: dict[str, list[tuple]] = {}
-    for e in events:
-        bag = alive.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    undo = [Event("-", rel, t) for rel, bag in alive.items() for t in reversed(bag)]
+    undo = [Event("-", rel, t) for rel, bag in alive_after(events).items() for t in reversed(bag)]
     interp = Interpreter(COMPILED.checked).run(events + undo)
     assert all(not interp.entries(m) for m in COMPILED.checked.maps)
     oracle = DuckOracle(SIMPLE, {})

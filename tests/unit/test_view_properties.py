@@ -4,18 +4,14 @@ replaying the stream's inverse brings every map back to empty."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import DuckOracle, assert_view_equals_sql
+from streamkit import SIMPLE, alive_after, step, to_events
 
 from cumulus.m3.interpreter import Event, Interpreter
-from cumulus.schema import load_schema
 from cumulus.sql.views import compile_views
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SIMPLE = load_schema(FIXTURES / "schemas" / "simple.sql")
 VIEWS = [
     ("chain", "SELECT r.a, SUM(t.d) AS total, COUNT(*) AS n FROM r, s, t WHERE r.b = s.b AND s.c = t.c GROUP BY r.a"),
     ("triangle", "SELECT COUNT(*) AS n, SUM(r.a * t.d) AS w FROM r, s, t WHERE r.b = s.b AND s.c = t.c AND t.d = r.a"),
@@ -25,22 +21,6 @@ VIEWS = [
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 
-value = st.one_of(st.none(), st.integers(min_value=1, max_value=4))
-step = st.tuples(st.sampled_from(["r", "s", "t"]), value, value, st.booleans(), st.integers(min_value=0, max_value=50))
-
-
-def to_events(steps) -> list[Event]:
-    """Turn drawn steps into a valid stream: a 'delete' removes some live tuple."""
-    alive: dict[str, list[tuple]] = {"r": [], "s": [], "t": []}
-    events = []
-    for rel, x, y, delete, pick in steps:
-        if delete and alive[rel]:
-            values = alive[rel].pop(pick % len(alive[rel]))
-            events.append(Event("-", rel, values))
-        else:
-            alive[rel].append((x, y))
-            events.append(Event("+", rel, (x, y)))
-    return events
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -48,11 +28,7 @@ def to_events(steps) -> list[Event]:
 def test_views_equal_duckdb_on_random_streams(steps) -> None:
     events = to_events(steps)
     interp = Interpreter(COMPILED.checked).run(events)
-    alive: dict[str, list[tuple]] = {}
-    for e in events:
-        bag = alive.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    oracle = DuckOracle(SIMPLE, alive)
+    oracle = DuckOracle(SIMPLE, alive_after(events))
     for name in COMPILED.views:
         assert_view_equals_sql(COMPILED, name, interp, oracle, f"{len(events)} events")
 
