@@ -4,7 +4,8 @@ job exit abruptly (`exit`: os._exit, no cleanup, like a killed process), raise
 point. Several specs may be given, comma-separated. `CUMULUS_FAULT_FILE`, if set, is
 created when a point fires (tests wait for it before killing).
 
-Points of an ingest batch, in order: before-commit (validated, nothing written),
+Points of an ingest batch, in order: after-plan (files listed and checksummed, not yet
+parsed), before-commit (validated, nothing written),
 after-quarantine, between-relations (one events table appended, others not),
 after-events (every events append done, manifest not written), after-manifest.
 """

@@ -337,7 +337,21 @@ def _convert(arr, col: Column):
         return None
     if not col.nullable and out.null_count:
         return None
+    if col.type == DATE and not _dates_in_range(out):  # Arrow takes year 0 and past 9999
+        return None
     return out
+
+
+DAYS = (-719162, 2932896)  # 0001-01-01 and 9999-12-31 as days since 1970-01-01: Python's dates
+
+
+def _dates_in_range(arr) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    days = pc.min_max(arr.cast(pa.int32()))
+    lo, hi = days["min"].as_py(), days["max"].as_py()
+    return lo is None or (DAYS[0] <= lo and hi <= DAYS[1])
 
 
 def _batches(unit: int, file_index: int, codec: Codec, columns, pos: int, line: int, target) -> Iterator:

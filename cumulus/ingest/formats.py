@@ -40,6 +40,9 @@ EXTENSIONS = {
     ".csv": None,  # a header line makes it csv, else dbtoaster (see detect_format)
 }
 STATIC_ORDER = -1  # the event-order number of DBToaster static rows: before the stream
+# A string column has no length limit: csv's default field limit (128 KiB) would end the
+# file's parse with csv.Error at the first longer field. The limit is process-wide.
+csv.field_size_limit(2**31 - 1)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -223,6 +226,10 @@ def read_jsonl(
                 obj = json.loads(text, parse_float=Decimal)
             except json.JSONDecodeError as exc:
                 raise Rejected("malformed", f"not JSON: {exc.msg} at column {exc.colno}") from None
+            except ValueError as exc:  # an integer of more digits than Python converts
+                raise Rejected("bad_value", f"cannot read a number of the line: {exc}") from None
+            except RecursionError:
+                raise Rejected("malformed", "not JSON this reader takes: nested too deeply") from None
             if not isinstance(obj, dict):
                 raise Rejected("malformed", f"a line must be a JSON object, not {type(obj).__name__}")
             obj = {str(k).lower(): v for k, v in obj.items()}
@@ -302,7 +309,19 @@ def read_csv(
     lines = _PhysicalLines(_lines(path))
     reader = csv.reader(lines, delimiter=_delimiter(path))
     header: _Header | None = None
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # e.g. a bare carriage return in an unquoted field
+            number, raw, _ = lines.take()
+            problem = Rejected("malformed", f"not a CSV record: {exc}")
+            if header is None:  # every row of the file is in doubt
+                header = _Header([], None, 0, Rejected("malformed", f"the header (line {number}) is not a CSV record: {exc}"))
+            name = codec.relation.name if codec else relation
+            yield Record(name, 0, None, number, raw, problem.reason, problem.detail)
+            continue
         number, raw, valid = lines.take()
         if not fields or fields == [""]:
             continue
@@ -387,20 +406,57 @@ def read_parquet(
     number = 0
     for batch in pfile.iter_batches(batch_size=8192):
         batch_names = [n.lower() for n in batch.schema.names]
-        for row in batch.to_pylist():
+        for row in _parquet_rows(batch):
             number += 1
-            row = dict(zip(batch_names, row.values(), strict=True))
+            bad_row = row if isinstance(row, _BadRow) else None  # a value Python cannot hold
+            if bad_row is None:
+                row = dict(zip(batch_names, row.values(), strict=True))
+            raw = bad_row.raw if bad_row else _json(row)
             if codec is None:
-                yield _unknown_relation(relation or path.name.split(".", 1)[0], number, _json(row), path)
+                yield _unknown_relation(relation or path.name.split(".", 1)[0], number, raw, path)
                 continue
             try:
                 if problem:
                     raise problem
+                if bad_row:
+                    raise Rejected("bad_value", bad_row.detail)
                 op = parse_op(row.get("op"))
                 values = tuple(conv(row[n]) for conv, n in zip(codec.from_value, codec.names, strict=True))
-                yield Record(codec.relation.name, op, values, number, _json(row) if op < 0 else None)
+                yield Record(codec.relation.name, op, values, number, raw if op < 0 else None)
             except Rejected as rej:
-                yield Record(codec.relation.name, 0, None, number, _json(row), rej.reason, rej.detail)
+                yield Record(codec.relation.name, 0, None, number, raw, rej.reason, rej.detail)
+
+
+class _BadRow(NamedTuple):
+    raw: str  # the row as JSON of its values' Arrow text
+    detail: str
+
+
+def _parquet_rows(batch) -> list:
+    """The batch's rows as dicts; a row with a value Python cannot represent (a date32
+    outside years 1-9999, a timestamp past datetime's range) becomes a _BadRow naming
+    the column."""
+    try:
+        return batch.to_pylist()
+    except (OverflowError, ValueError):
+        pass
+    rows: list = []
+    for i in range(batch.num_rows):
+        one = batch.slice(i, 1)
+        try:
+            rows.append(one.to_pylist()[0])
+            continue
+        except (OverflowError, ValueError):
+            pass
+        texts, bad = {}, []
+        for name, column in zip(one.schema.names, one.columns, strict=True):
+            try:
+                column.to_pylist()
+            except (OverflowError, ValueError):
+                bad.append(f"{name} ({column.type})")
+            texts[name] = column.cast("string")[0].as_py()
+        rows.append(_BadRow(_json(texts), f"column(s) {', '.join(bad)}: out of the range this reader takes (dates: years 1 to 9999)"))
+    return rows
 
 
 def _json(row: dict) -> str:

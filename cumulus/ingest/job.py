@@ -8,6 +8,7 @@ recorded in the manifest, exactly once.
     epoch             the open epoch from the ledger
     dedupe            files whose checksum the manifest already has are `duplicate`
     parse (tasks)     one task per unit: records, typed, validated (formats.py)
+    unchanged         every file still has the checksum it was planned with
     liveness          deletes of tuples that are not alive are rejected (liveness.py)
     threshold         rejected / offered > max_error_rate: nothing is applied
     commit            quarantine, then events.<rel> (one append each), then the manifest
@@ -36,7 +37,7 @@ from cumulus.faults import fault_point
 from cumulus.ingest.formats import FORMATS
 from cumulus.ingest.liveness import not_alive
 from cumulus.ingest.parse import META_NAMES, parse_relation, relation_rows
-from cumulus.ingest.plan import InputFile, make_units, plan_files
+from cumulus.ingest.plan import InputFile, make_units, plan_files, sha256
 from cumulus.ingest.report import IngestReport
 from cumulus.ingest.sources import Source, get_source
 from cumulus.schema import Schema
@@ -98,6 +99,7 @@ def ingest_files(
         schema.relation(relation)  # raises SchemaError naming the known relations
     roots = [Path(p) for p in paths] if paths else [src.landing]
     inputs = plan_files(roots, fmt, relation, schema)
+    fault_point("after-plan")
     report = IngestReport(src.name, src.priority)
     if not inputs:
         log.info("source %s: no files in %s", src.name, ", ".join(map(str, roots)))
@@ -219,6 +221,15 @@ def _ingest_new(
     )
     total = sum(r.n for r in stats)
     log.info("%s: parsed %d rows (%.1f s)", ctx, total, time.perf_counter() - phase)
+    changed = _changed(files)
+    if changed:  # the rows were parsed (and cached) from other content than the manifest would name
+        for records in passes.values():
+            records.unpersist()
+        raise IngestError(
+            f"{ctx}: {changed} changed while being read; nothing of this batch was written. "
+            "Offer it again once it is complete (write a landing file under a hidden or "
+            "_-prefixed name and rename it when done)"
+        )
 
     # The seq range of the batch: units follow each other, rows by position in the unit.
     unit_size: Counter = Counter()
@@ -348,6 +359,20 @@ def _ingest_new(
             )
         )
     return entries
+
+
+def _changed(files: list[InputFile]) -> str | None:
+    """The first file whose content is no longer the one planned (checksummed before the
+    parse), said with both checksums; None when every file is as planned. Checked after
+    the parse has cached its rows, so the rows written are those of the planned content."""
+    for f in files:
+        try:
+            now = sha256(f.path)
+        except OSError as exc:
+            return f"{f.path} (sha256 {f.checksum[:12]} when listed, now unreadable: {exc.strerror or exc})"
+        if now != f.checksum:
+            return f"{f.path} (sha256 {f.checksum[:12]} when listed, {now[:12]} after the parse)"
+    return None
 
 
 def _write_quarantine(

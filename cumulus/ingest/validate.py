@@ -152,7 +152,10 @@ def text_converter(col: Column) -> Callable[[str], object]:
                 raise bad(text, f"not a decimal number: {text!r}") from None
             if not value.is_finite():
                 raise bad(text, f"not a finite decimal number: {text!r}")
-            fitted = value.quantize(quantum, context=_CONTEXT)
+            try:
+                fitted = value.quantize(quantum, context=_CONTEXT)
+            except decimal.InvalidOperation:  # more digits than the context holds
+                raise bad(text, f"{value} has too many digits") from None
             if fitted != value:
                 raise bad(text, f"{value} has more than {scale} decimal places")
             if abs(fitted) >= limit:
@@ -208,7 +211,10 @@ def value_converter(col: Column) -> Callable[[object], object]:
         if kind == FLOAT:
             if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
                 raise _type_error(col, value)
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer past DOUBLE's range: inf, as its text gives
+                return float(Decimal(value))
         if kind == DATE:
             if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
                 raise _type_error(col, value)
