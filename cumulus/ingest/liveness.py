@@ -28,7 +28,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from cumulus.schema import FLOAT, Relation
+from cumulus.schema import DATE, FLOAT, Relation
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -62,8 +62,17 @@ def lookup_filter(relation: Relation, deleted: list) -> Column | None:
             break
         values = {row[column.name] for row in deleted}
         if column.type != FLOAT and None not in values:
-            conditions.append(F.col(f"`{column.name}`").isin(sorted(values)))
+            conditions.append(F.col(f"`{column.name}`").isin([_literal(v, column) for v in sorted(values)]))
     return reduce(lambda a, b: a & b, conditions) if conditions else None
+
+
+def _literal(value, column):
+    """A value as a Spark literal. Dates go as ISO text cast to DATE: Py4J sends a Python
+    date through strftime("%Y-%m-%d"), which writes year 322 as "322" and the JVM refuses
+    it (IllegalArgumentException)."""
+    from pyspark.sql import functions as F
+
+    return F.lit(value.isoformat()).cast("date") if column.type == DATE else value
 
 
 def not_alive(
