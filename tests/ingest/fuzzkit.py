@@ -8,7 +8,7 @@ Defects: truncated lines, wrong column counts, invalid UTF-8, a bare carriage re
 a CSV row, wrong types, numbers out of
 range (a 5000-digit one too), out-of-range dates, decimals beyond the declared scale or
 precision, NULL in a NOT NULL key, bad ops and event-order numbers, JSON that is cut,
-nested too deeply, or misses or adds a field, rows of unknown relations, whitespace and
+nested too deeply, or misses or adds a field, a JSON integer past DOUBLE's range (inf), rows of unknown relations, whitespace and
 blank lines, huge string fields (valid: strings have no length limit). Files: empty ones,
 a missing final newline, relations named by the file or per row (JSON Lines), DBToaster
 static files and event folders, Parquet files with missing, extra or mistyped columns.
@@ -337,9 +337,10 @@ def json_value(value, col: Column):
 
 def dumps(obj) -> str:
     """JSON text; a Decimal as a number (through float: our decimals have at most 15
-    digits, which float's shortest repr keeps), "__HUGE__" as a 5000-digit integer."""
+    digits, which float's shortest repr keeps), "__HUGE__" as a 5000-digit integer and
+    "__BIG__" as a 401-digit one."""
     text = json.dumps(obj, default=float, ensure_ascii=False)
-    return text.replace('"__HUGE__"', "9" * 5000)
+    return text.replace('"__HUGE__"', "9" * 5000).replace('"__BIG__"', "1" + "0" * 400)
 
 
 @st.composite
@@ -347,7 +348,7 @@ def jsonl_file(draw, name: str | None = None):
     """`batch.jsonl` (envelopes naming their relation) or `<rel>.jsonl` (flat rows)."""
     per_row = name is None and draw(st.booleans())
     rel0 = draw(st.sampled_from(RELATIONS))
-    kinds = VALUE_KINDS + ["missing", "extra", "cut", "deep", "not_object", "utf8", "blank", "bad_op", "huge"] + (
+    kinds = VALUE_KINDS + ["missing", "extra", "cut", "deep", "not_object", "utf8", "blank", "bad_op", "huge", "overflow"] + (
         ["unknown_relation"] if per_row else [])
     parts: list[tuple[bytes, Expect | None]] = []
     for _ in range(draw(st.integers(0, 12))):
@@ -371,6 +372,10 @@ def jsonl_file(draw, name: str | None = None):
             name_ = next(c.name for c in rel.columns if c.type == STRING)
             row[name_] = "y" * 200_000
             values = tuple(row[name_] if c.name == name_ else v for v, c in zip(values, rel.columns, strict=True))
+        elif kind == "overflow" and any(c.type == FLOAT for c in rel.columns):  # an integer past DOUBLE: inf
+            name_ = next(c.name for c in rel.columns if c.type == FLOAT)
+            row[name_] = "__BIG__"
+            values = tuple(float("inf") if c.name == name_ else v for v, c in zip(values, rel.columns, strict=True))
         op_text = draw(st.sampled_from(["+", "insert", 1, "1"] if op > 0 else ["-", "delete", -1, 0, "0"]))
         if kind == "bad_op":
             op_text = draw(st.sampled_from(["x", 2, True, "++", [1]]))

@@ -142,7 +142,7 @@ def totals(spark, settings_) -> tuple[int, int]:
     return events, spark.table(f"{settings_.catalog}.cumulus.quarantine").count()
 
 
-@settings(max_examples=5, deadline=None, database=None, print_blob=True,
+@settings(max_examples=4, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one(spark, home, data):
