@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a Debian 12 machine: installs only what is missing.
 #   1. system pieces (apt, one `apt-get update` only when something must be installed):
-#      Java 17, the SQLite / PostgreSQL JDBC drivers, jarjar and chromium from Debian
+#      Java 17, the SQLite / PostgreSQL JDBC drivers, the PostgreSQL server (tests), jarjar
+#      and chromium from Debian
 #   2. uv, the project venv (.venv, Python 3.11) and its packages (skipped when a stamp
 #      of requirements.txt + pyproject.toml matches)
 #   3. .cache/jars/: the relocated Jackson jar Iceberg needs (built once, see
@@ -37,6 +38,8 @@ java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+# The PostgreSQL server: the catalog of the concurrent-sources tests (tests/pgkit.py).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 # Headless Chromium: the Airflow UI test takes screenshots of the UI and the plugin page.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # npm: the reports' web assets (step 4).
@@ -54,7 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     as_root apt-get update -qq
     as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
-    say "system packages: ok (java, sqlite-jdbc, jarjar, postgresql jdbc, chromium)"
+    say "system packages: ok (java, sqlite-jdbc, jarjar, postgresql jdbc and server, chromium)"
 fi
 java -version >/dev/null 2>&1 || die "java still not runnable after installing openjdk-17-jre-headless"
 

@@ -31,7 +31,7 @@ from cumulus.errors import NoSuchTableError
 from cumulus.faults import fault_point
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.files import Batch, committed_batches
-from cumulus.store.lock import catalog_lock
+from cumulus.store.lock import apply_lock
 from cumulus.store.maps import entries_columns, maps_table, versioned
 from cumulus.store.rows import read_rows
 from cumulus.store.tables import META, ensure_table, events_table, qualified
@@ -323,7 +323,7 @@ def apply_source(
     of maps.entries to read (tests of concurrency and repair). Returns the record, or
     None when there was nothing to apply."""
     ensure_applies_table(spark, settings)
-    with catalog_lock(settings, f"apply epoch {epoch} source {source_id}"):
+    with apply_lock(settings, source_id, f"apply epoch {epoch} source {source_id}"):
         everything = apply_records(spark, settings, epoch)
         if any(r.kind == RECOMPUTE for r in everything):
             log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)

@@ -1,7 +1,12 @@
-"""Repair: the paper's fix for concurrent sources. A batch that read a snapshot of
-maps.entries missing deltas committed before its own commit (another source's apply,
-a repair or a rebuild in between) is evaluated again against the state it should have
-seen; the difference is appended as its correction, one commit per repaired batch."""
+"""Repair: the paper's fix for concurrent sources. The serial result of an epoch is its
+batches applied one after the other in commit order, each to the state the ones before
+left. A batch that read a snapshot of maps.entries missing deltas committed before its
+own commit (another source's apply in between) read the wrong state, and so did every
+batch committed after one whose deltas were wrong, since those deltas are in the state
+it read. In commit order, each such batch is evaluated again against the state it should
+have seen (its commit's parent plus the corrections of the batches before it) and the
+difference with what it wrote is appended as its correction, one commit per repaired
+batch."""
 
 from __future__ import annotations
 
@@ -21,11 +26,11 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
-from cumulus.store.commit import Snapshot, snapshots
+from cumulus.store.commit import Snapshot, snapshots, table_metadata
 from cumulus.store.maps import maps_table, negated, summed
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.repair")
 
@@ -47,35 +52,67 @@ def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | Non
 
 
 def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> int:
-    """Append corrective deltas for every batch of the epoch that read a map state
-    missing deltas committed before its own commit (concurrent applies: the paper's
-    unfulfilled dependencies). The correction is the batch evaluated against the state
-    it should have seen minus what it wrote; it touches only the batch's keys. Reads the
-    maps table's history once. Returns how many batches were repaired (0 where writers
-    are serialized)."""
+    """Append corrective deltas for every batch of the epoch whose deltas are not those
+    of the serial order (see the module doc; the paper's unfulfilled dependencies). The
+    correction is the batch evaluated against the state it should have seen minus what it
+    wrote; it touches only the batch's keys. Reads the maps table's history once. Returns
+    how many batches were repaired (0 where writers are serialized). A close resumed after
+    a crash finds the corrections already committed and reads them back."""
     repaired = 0
     records = apply_records(spark, settings, epoch)
-    done = {r.batch_id for r in records if r.kind == "repair"}
-    by_id = {s.snapshot_id: s for s in snapshots(spark, maps_table(settings))}
-    for record in records:
-        if record.kind != "apply" or record.status != "done" or f"repair-{record.batch_id}" in done:
+    fixes = {r.batch_id: r for r in records if r.kind == "repair" and r.status == "done"}
+    history = snapshots(spark, maps_table(settings))
+    by_id = {s.snapshot_id: s for s in history}
+    order = _commit_order(by_id, table_metadata(spark, maps_table(settings)).get("current-snapshot-id"))
+    batches = sorted((r for r in records if r.kind == "apply" and r.status == "done" and r.written_snapshot in order),
+                     key=lambda r: order[r.written_snapshot])
+    earlier: list[DataFrame] = []  # the corrections of the batches before, in commit order
+    for record in batches:
+        mine = by_id[record.written_snapshot]  # type: ignore[index]
+        if _stale_read(by_id, record) is None and not earlier:
             continue
-        should = _stale_read(by_id, record)
-        if should is None:
+        done = fixes.get(f"repair-{record.batch_id}")
+        if done is not None:  # committed by an earlier try of this close
+            earlier.append(_appended(spark, settings, by_id[done.written_snapshot]))  # type: ignore[index]
             continue
-        log.info("epoch %d: batch %s read a stale state of the maps; repairing", epoch, record.batch_id)
+        log.info("epoch %d: batch %s read a state of the maps without the deltas (or corrections) of batches "
+                 "committed before it; repairing", epoch, record.batch_id)
         events, counts = batch_events(spark, settings, plan, record)
-        right = evaluate_batch(plan, events, map_state(spark, settings, should), counts)
+        should = map_state(spark, settings, mine.parent_id)
+        if earlier:
+            should = should.unionByName(union_all(earlier), allowMissingColumns=True)
+        right = evaluate_batch(plan, events, should, counts)
         wrong = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
         parts = [d for d in (right, negated(wrong) if wrong is not None else None) if d is not None]
-        corrections = summed(union_all(parts)) if parts else None
+        corrections = summed(union_all(parts)).localCheckpoint() if parts else None
         fix = ApplyRecord(
             batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
             status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
-            read_snapshot=should, seq_max=record.seq_max,
+            read_snapshot=mine.parent_id, seq_max=record.seq_max,
         )
         record_written(fix, write_deltas(spark, settings, fix, corrections))
         fix.status = "done"
         save_record(spark, settings, fix)
+        if corrections is not None:
+            earlier.append(corrections)
         repaired += 1
     return repaired
+
+
+def _commit_order(by_id: Mapping[int, Snapshot], current: int | None) -> dict[int, int]:
+    """Each snapshot of the main lineage (the current snapshot and its ancestors) by its
+    position in commit order: concurrent writers' timestamps need not follow it."""
+    tip = by_id.get(current) if current is not None else None
+    chain: list[int] = []
+    while tip is not None:
+        chain.append(tip.snapshot_id)
+        tip = by_id.get(tip.parent_id) if tip.parent_id is not None else None
+    return {sid: i for i, sid in enumerate(reversed(chain))}
+
+
+def _appended(spark: SparkSession, settings: Settings, snap: Snapshot) -> DataFrame:
+    """The rows one append commit of maps.entries added."""
+    reader = spark.read.format("iceberg").option("end-snapshot-id", snap.snapshot_id)
+    if snap.parent_id is not None:
+        reader = reader.option("start-snapshot-id", snap.parent_id)
+    return reader.load(maps_table(settings))

@@ -110,12 +110,17 @@ def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     location = _metadata_location(spark, table)
     if location is None:
         from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
 
         jvm = spark.sparkContext._jvm
         try:
             tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-        except Py4JJavaError as e:
-            if "NoSuchTableException" in str(e.java_exception.getClass().getName()):
+        except (Py4JJavaError, AnalysisException) as e:
+            # PySpark turns the JVM's NoSuchTableException into an AnalysisException
+            # (TABLE_OR_VIEW_NOT_FOUND) once its handler is installed, py4j's error before.
+            missing = (e.getErrorClass() == "TABLE_OR_VIEW_NOT_FOUND" if isinstance(e, AnalysisException)
+                       else "NoSuchTableException" in str(e.java_exception.getClass().getName()))
+            if missing:
                 raise NoSuchTableError(f"no table {table} in the catalog") from None
             raise
         return json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(tbl.operations().current()))

@@ -9,6 +9,12 @@ It is re-entrant inside one process (an ingest that calls fold, a close that wri
 ledger), and threads of one process take turns. It serializes processes on one machine
 only; deployments whose writers run on several machines need a lock in the catalog
 database instead (not built yet).
+
+Applies are the exception where the catalog takes concurrent commits (PostgreSQL):
+`apply_lock` holds the same file *shared* (every other step holds it exclusive, so none
+interleaves with an apply) plus the source's own lock, so applies of several sources run
+at once, as the paper's sources do; an apply that read a state missing another's deltas
+is repaired by the close (cumulus/engine/repair.py). On SQLite it is the catalog lock.
 """
 
 from __future__ import annotations
@@ -88,9 +94,34 @@ def catalog_lock(
         rlock.release()
 
 
+@contextmanager
+def apply_lock(settings: Settings, source_id: int, purpose: str = "") -> Iterator[None]:
+    """The lock of one source's apply (see the module doc): the catalog lock, unless the
+    catalog takes concurrent commits; then the catalog lock shared (exclusive holders,
+    every other step, wait for the applies and the applies for them) and the source's own
+    lock (its applies take turns). Inside a process holding the catalog lock, the catalog
+    lock (re-entrant)."""
+    if settings.is_sqlite or _depth.get(str(lock_path(settings)), 0):
+        with catalog_lock(settings, purpose):
+            yield
+        return
+    mine = _acquire_file(settings, settings.home / f"apply-{source_id}.lock", purpose, None, 0.2)
+    try:
+        shared = _acquire_file(settings, lock_path(settings), purpose, None, 0.2, exclusive=False)
+        try:
+            yield
+        finally:
+            fcntl.flock(shared, fcntl.LOCK_UN)
+            shared.close()
+    finally:
+        fcntl.flock(mine, fcntl.LOCK_UN)
+        mine.close()
+
+
 def _acquire_file(
-    settings: Settings, path: Path, purpose: str, deadline: float | None, poll: float
+    settings: Settings, path: Path, purpose: str, deadline: float | None, poll: float, exclusive: bool = True,
 ) -> IO[str]:
+    """`path` locked (flock; shared: the holder's note is not written, several hold it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")  # noqa: SIM115 - kept open while the lock is held
     waited_since = time.monotonic()
@@ -98,7 +129,7 @@ def _acquire_file(
     try:
         while True:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 now = time.monotonic()
@@ -116,6 +147,8 @@ def _acquire_file(
                     )
                     last_report = now
                 time.sleep(poll)
+        if not exclusive:
+            return handle
         handle.seek(0)
         handle.truncate()
         handle.write(

@@ -35,3 +35,18 @@ def alive_after(events) -> dict[str, list[tuple]]:
         bag = out.setdefault(e.relation, [])
         bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
     return out
+
+
+def write_epoch_files(rows, folder: Path, relations: set[str]) -> Path:
+    """The stream rows of some relations, in DBToaster format (order|flag|values)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by_rel: dict[str, list[str]] = {}
+    for r in rows:
+        if r.event.relation in relations:
+            flag = "1" if r.event.sign == "+" else "0"
+            by_rel.setdefault(r.event.relation, []).append(
+                "|".join([str(max(r.order, 0)), flag, *map(format_value, r.event.values)])
+            )
+    for rel, lines in by_rel.items():
+        (folder / f"{rel}.csv").write_text("".join(line + "\n" for line in lines))
+    return folder

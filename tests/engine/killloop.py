@@ -139,9 +139,10 @@ ones."""
     while True:
         rows = ledger_rows(engine.spark, engine.settings)
         sealed = [r.epoch for r in rows if r.state == APPLIED]
-        if sealed:
+        if sealed:  # a close without an epoch must take the interrupted one (`epoch_to_close`)
             say(f"step close epoch {sealed[0]} (sealed)")
-            engine.close(sealed[0])
+            closed, _ = engine.close()
+            assert closed == sealed[0], f"the close took epoch {closed}, not the sealed epoch {sealed[0]}"
             continue
         n = next(r.epoch for r in rows if r.state == OPEN)
         if n > through:
@@ -177,7 +178,7 @@ class Run:
 
 # Where a kill's clock starts, and how often: a kill that waits for a late step pays the
 # cold start of every step before it (seconds each, in a fresh JVM), an early one does not.
-STEPS = {"ready": 2, "ingest": 2, "apply": 2, "close": 2, "maintenance": 1}
+STEPS = {"ready": 4, "ingest": 2, "apply": 2, "close": 2, "maintenance": 1}
 
 
 def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", ready_timeout: float = 300) -> Run:

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from enginekit import write_epoch_files
 from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.cli import main as cli_main
@@ -24,7 +25,6 @@ from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
-from cumulus.ingest.synthetic import format_value
 from cumulus.m3.interpreter import Interpreter
 from cumulus.output import sort_key
 from cumulus.read import Reader
@@ -51,21 +51,6 @@ def new_home(root: Path, catalog: str):
         "map_compaction_ratio = 0.2\n"
     )
     return load_settings(root)
-
-
-def write_epoch_files(rows, folder: Path, relations: set[str]) -> Path:
-    """The stream rows of some relations, in DBToaster format (order|flag|values)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    by_rel: dict[str, list[str]] = {}
-    for r in rows:
-        if r.event.relation in relations:
-            flag = "1" if r.event.sign == "+" else "0"
-            by_rel.setdefault(r.event.relation, []).append(
-                "|".join([str(max(r.order, 0)), flag, *map(format_value, r.event.values)])
-            )
-    for rel, lines in by_rel.items():
-        (folder / f"{rel}.csv").write_text("".join(line + "\n" for line in lines))
-    return folder
 
 
 def cli_json(capsys, *argv: str) -> list[dict]:

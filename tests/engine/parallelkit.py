@@ -1,0 +1,106 @@
+"""The processes of the parallel-applies test (tests/engine/test_parallel_applies.py): one
+per source, each ingesting its files of every epoch and applying them, and a closer. They
+call the engine library (cumulus.engine.api.Engine) in processes of their own, on a home
+whose catalog is a PostgreSQL server, and meet through marker files:
+
+    python tests/engine/parallelkit.py setup HOME VIEW...
+    python tests/engine/parallelkit.py source HOME LANDING MARKERS NAME EPOCHS SEED
+    python tests/engine/parallelkit.py closer HOME MARKERS EPOCHS
+
+A source waits for its epoch to be open, sleeps a random while (the sources arrive in a
+random order, not in their version order) and ingests (ingest holds the catalog lock
+alone); once every source has ingested the epoch, all apply at once: applies of
+different sources hold the lock shared, so each may read a state that misses another's
+deltas, which the close repairs. The closer closes each epoch once every source applied."""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TPCH = REPO / "tests" / "fixtures" / "schemas" / "tpch.sql"
+SOURCES = {  # name: (relations, priority)
+    "a": ({"orders", "customer"}, 1),
+    "b": ({"lineitem"}, 2),
+    "c": ({"part", "partsupp", "supplier", "nation", "region"}, 3),
+}
+
+
+def wait_for(paths: list[Path], what: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.1)
+
+
+def setup(home: Path, views: list[str]) -> None:
+    from cumulus.config import load_settings
+    from cumulus.engine.api import Engine
+    from cumulus.ingest.sources import add_source
+    from cumulus.store.home import init_home
+
+    engine = Engine(load_settings(home))
+    init_home(engine.spark, engine.settings, TPCH)
+    for name, (_, priority) in SOURCES.items():
+        add_source(engine.settings, name, priority)
+    for view in views:
+        engine.add_view(view, (REPO / "tests" / "fixtures" / "views" / "tpch" / f"{view}.sql").read_text(), "sql")
+
+
+def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, seed: int) -> None:
+    from cumulus.engine.api import Engine
+    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.ledger import OPEN, ledger_rows
+
+    rng = random.Random(seed)
+    engine = Engine.open(home)
+    catalog = pyiceberg_catalog(engine.settings)
+    engine.spark  # noqa: B018 (started before the first epoch: the sources race from there)
+    for n in range(1, epochs + 1):
+        while not any(r.epoch == n and r.state == OPEN for r in ledger_rows(catalog, engine.settings)):
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.0, 2.0))
+        engine.ingest(name, [str(landing / f"epoch-{n}" / name)], fmt="dbtoaster")
+        (markers / f"ingested-{n}-{name}").touch()
+        wait_for([markers / f"ingested-{n}-{s}" for s in SOURCES], f"every source's ingest of epoch {n}")
+        time.sleep(rng.uniform(0.0, 0.3))
+        applied = engine.apply(name, n)
+        print(f"parallelkit: epoch {n} source {name}: {applied.summary}", flush=True)
+        (markers / f"applied-{n}-{name}").touch()
+
+
+def closer(home: Path, markers: Path, epochs: int) -> None:
+    from cumulus.engine.api import Engine
+
+    engine = Engine.open(home)
+    engine.spark  # noqa: B018
+    for n in range(1, epochs + 1):
+        wait_for([markers / f"applied-{n}-{s}" for s in SOURCES], f"every source's apply of epoch {n}")
+        _, metrics = engine.close(n)
+        print(f"parallelkit: epoch {n} closed: {metrics['repaired_batches']} batches repaired", flush=True)
+        (markers / f"closed-{n}").touch()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    command, home = argv[0], Path(argv[1])
+    if command == "setup":
+        setup(home, argv[2:])
+    elif command == "source":
+        source(home, Path(argv[2]), Path(argv[3]), argv[4], int(argv[5]), int(argv[6]))
+    elif command == "closer":
+        closer(home, Path(argv[2]), int(argv[3]))
+    else:
+        raise SystemExit(f"unknown command {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
