@@ -52,6 +52,16 @@ class DuckOracle:
         return self.con.execute(sql).fetchall()
 
 
+def alive_after(events, alive: dict[str, list[tuple]] | None = None) -> dict[str, list[tuple]]:
+    """The tuples alive after the events (a bag per relation), from `alive` on: what the
+    oracle runs a view over."""
+    alive = {} if alive is None else alive
+    for e in events:
+        bag = alive.setdefault(e.relation, [])
+        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
+    return alive
+
+
 def duckdb_result(schema: Schema, rows: dict[str, list[tuple]], sql: str, dialect: str = "spark") -> list[tuple]:
     return DuckOracle(schema, rows).query(sql, dialect)
 

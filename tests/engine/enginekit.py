@@ -28,15 +28,6 @@ def write_events(events, folder: Path, relations: set[str]) -> Path:
     return folder
 
 
-def alive_after(events) -> dict[str, list[tuple]]:
-    """The tuples alive after the events, per relation (a bag)."""
-    out: dict[str, list[tuple]] = {}
-    for e in events:
-        bag = out.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    return out
-
-
 def write_epoch_files(rows, folder: Path, relations: set[str]) -> Path:
     """The stream rows of some relations, in DBToaster format (order|flag|values)."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -234,8 +234,7 @@ class Outcome:
 
 def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
     """Epoch n (closed) against its stream (see the module doc); failures go to `out`."""
-    from enginekit import alive_after
-    from oracle import DuckOracle
+    from oracle import DuckOracle, alive_after
     from pyiceberg.expressions import EqualTo
 
     from cumulus.engine.apply import APPLY_BATCH, APPLY_RECORD, applies_table

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from enginekit import SOURCES, alive_after, write_events
-from oracle import DuckOracle, assert_view_equals_sql
+from enginekit import SOURCES, write_events
+from oracle import DuckOracle, alive_after, assert_view_equals_sql
 
 from cumulus.engine.close import close_epoch
 from cumulus.engine.registry import batch_plan

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from enginekit import alive_after, write_epoch_files
-from oracle import DuckOracle, assert_view_equals_sql
+from enginekit import write_epoch_files
+from oracle import DuckOracle, alive_after, assert_view_equals_sql
 from parallelkit import SOURCES, TPCH
 from pgkit import postgres_server
 

@@ -6,8 +6,8 @@ keep what they held, the name stays reserved, and a retry finishes the job."""
 from __future__ import annotations
 
 import pytest
-from enginekit import CHAIN, REPO, SIMPLE, SOURCES, alive_after, write_events
-from oracle import DuckOracle
+from enginekit import CHAIN, REPO, SIMPLE, SOURCES, write_events
+from oracle import DuckOracle, alive_after
 
 from cumulus.engine.api import Engine
 from cumulus.engine.apply import apply_source

@@ -30,12 +30,3 @@ def to_events(steps) -> list[Event]:
             alive[rel].append((x, y))
             events.append(Event("+", rel, (x, y)))
     return events
-
-
-def alive_after(events, alive: dict[str, list[tuple]] | None = None) -> dict[str, list[tuple]]:
-    """The tuples alive after the events (a bag per relation), from `alive` on."""
-    alive = {} if alive is None else alive
-    for e in events:
-        bag = alive.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
-    return alive

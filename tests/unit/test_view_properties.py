@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import DuckOracle, assert_view_equals_sql
-from streamkit import SIMPLE, alive_after, step, to_events
+from oracle import DuckOracle, alive_after, assert_view_equals_sql
+from streamkit import SIMPLE, step, to_events
 
 from cumulus.m3.interpreter import Event, Interpreter
 from cumulus.sql.views import compile_views
