@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from enginekit import write_epoch_files
-from oracle import DuckOracle, assert_view_equals_sql
+from oracle import DuckOracle, alive_after, assert_view_equals_sql
 
 from cumulus.cli import main as cli_main
 from cumulus.config import load_settings, with_overrides
@@ -113,9 +113,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         assert {"field": "metrics.mode_reason", "value": metrics["mode_reason"]} in shown
         for r in rows:
             interp.process(r.event)
-            bag = alive.setdefault(r.event.relation, [])
-            bag.append(r.event.values) if r.event.sign == "+" else bag.remove(r.event.values)
-        oracle = DuckOracle(schema, alive)
+        oracle = DuckOracle(schema, alive_after([r.event for r in rows], alive))
         at = reader.stable(epoch)
         for name in views:
             stable = reader.read_view(name, at)

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from oracle import DuckOracle
+from oracle import DuckOracle, alive_after
 
 from cumulus.ingest.synthetic import generate_events
 from cumulus.quality.oracle import compare_view, expand, spark_sql, temp_view_name
@@ -27,10 +27,7 @@ def test_spark_recomputation_over_multisets_equals_duckdb(spark) -> None:
     schema = load_schema(FIXTURES / "schemas" / "tpch.sql")
     views = [(v, (FIXTURES / "views" / "tpch" / f"{v}.sql").read_text()) for v in VIEWS]
     compiled = compile_views(schema, views)
-    alive: dict[str, list[tuple]] = {}
-    for e in generate_events(schema, 500, seed=11, domain=3, delete_ratio=0.2):
-        bag = alive.setdefault(e.relation, [])
-        bag.append(e.values) if e.sign == "+" else bag.remove(e.values)
+    alive = alive_after(generate_events(schema, 500, seed=11, domain=3, delete_ratio=0.2))
     for rows in alive.values():
         rows.extend(rows[: max(1, len(rows) // 3)])  # copies: tuples with mult 2 and more
     temp = []
