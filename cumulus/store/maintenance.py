@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
+from cumulus.store.commit import table_metadata
 from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
@@ -86,10 +87,30 @@ def retention_cutoff(reader, settings: Settings, retain_for: dt.timedelta, now: 
     return cutoff
 
 
-def _count(spark: SparkSession, table: str, what: str) -> int:
-    if what == "tags":
-        return spark.sql(f"SELECT count(*) FROM {table}.refs WHERE type = 'TAG'").collect()[0][0]
-    return spark.sql(f"SELECT count(*) FROM {table}.{what}").collect()[0][0]  # snapshots, delete_files
+@dataclass(frozen=True)
+class _State:
+    """What maintenance needs of a table's current metadata (read without a Spark job)."""
+
+    snapshots: int
+    tags: int
+    data_files: int
+    delete_files: int
+    expirable: bool  # a snapshot no ref points at, older than the cutoff, beyond retain_last
+
+    @classmethod
+    def of(cls, spark: SparkSession, table: str, cutoff: dt.datetime, retain_last: int) -> _State:
+        meta = table_metadata(spark, table)
+        snapshots = meta.get("snapshots") or []
+        refs = meta.get("refs") or {}
+        current = next((s for s in snapshots if s["snapshot-id"] == meta.get("current-snapshot-id")), None)
+        summary = (current or {}).get("summary") or {}
+        pinned = {ref["snapshot-id"] for ref in refs.values()}
+        cut = cutoff.timestamp() * 1000
+        old = [s for s in snapshots if s["snapshot-id"] not in pinned and s["timestamp-ms"] < cut]
+        return cls(snapshots=len(snapshots), tags=sum(ref.get("type") == "tag" for ref in refs.values()),
+                   data_files=int(summary.get("total-data-files", 0)),
+                   delete_files=int(summary.get("total-delete-files", 0)),
+                   expirable=bool(old) and len(snapshots) > retain_last)
 
 
 def maintain(
@@ -119,7 +140,8 @@ def maintain(
         stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         for table in tables or every:
             t = time.perf_counter()
-            before = _count(spark, table, "snapshots")
+            state = _State.of(spark, table, cutoff, retain_last)
+            before = state.snapshots
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
             rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = log_rows = 0
@@ -129,7 +151,11 @@ def maintain(
                 delta_rows = compact_maps(spark, settings, closed)
             if compact and table == ledger_log_table(settings):
                 log_rows = compact_ledger(spark, settings)
-            if compact:
+            if layer_rows or delta_rows or log_rows:
+                state = _State.of(spark, table, cutoff, retain_last)
+            # Each procedure is a Spark job or more: called only where the metadata says
+            # it has something to do (two files to merge, a delete file, an old snapshot).
+            if compact and (state.data_files >= 2 or state.delete_files):
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
                     f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
@@ -139,21 +165,24 @@ def maintain(
                     "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
                 ).collect()[0].asDict()
                 rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]
-                if _count(spark, table, "delete_files"):  # left dangling by the rewrite
+                state = _State.of(spark, table, cutoff, retain_last)
+                if state.delete_files:  # left dangling by the rewrite
                     row = spark.sql(
                         f"CALL {catalog}.system.rewrite_position_delete_files(table => '{table}', "
                         "options => map('rewrite-all', 'true'))"
                     ).collect()[0].asDict()
                     deletes_removed = row["rewritten_delete_files_count"] - row["added_delete_files_count"]
-            if expire:
+                    state = _State.of(spark, table, cutoff, retain_last)
+            if expire and state.expirable:
                 row = spark.sql(
                     f"CALL {catalog}.system.expire_snapshots(table => '{table}', "
                     f"older_than => TIMESTAMP '{stamp}', retain_last => {int(retain_last)})"
                 ).collect()[0].asDict()
                 deleted = row.get("deleted_data_files_count", 0) or 0
+                state = _State.of(spark, table, cutoff, retain_last)
             report = TableReport(
-                table=short, snapshots_before=before, snapshots_after=_count(spark, table, "snapshots"),
-                tags=_count(spark, table, "tags"), data_files_deleted=deleted,
+                table=short, snapshots_before=before, snapshots_after=state.snapshots,
+                tags=state.tags, data_files_deleted=deleted,
                 files_rewritten=rewritten, files_added=added, delete_files_removed=deletes_removed,
                 layer_rows_compacted=layer_rows, delta_rows_compacted=delta_rows, log_rows_compacted=log_rows,
                 seconds=round(time.perf_counter() - t, 2),

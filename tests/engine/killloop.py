@@ -2,13 +2,19 @@
 their applies, the close with its repair, fold, compaction, tags and ledger row, and
 maintenance between the applies or after the close) runs in a worker process that is
 killed with SIGKILL at a random instant, then started again, which resumes from what
-the tables say; over and over. After every run, each epoch closed since is verified:
+the tables say; over and over. A kill's clock starts at a step of a random kind (or at
+the worker's start, or at the moment a close seals its epoch, so that some kills land
+between the seal and the ledger's `closed` row, where a rerun must resume the sealed
+epoch); the kinds come in shuffled rounds, so every kind gets its share. After every run,
+each epoch closed since is verified:
 
 - its stable views equal DuckDB over the tuples alive at its end (tests/oracle.py);
 - its ledger row counts every event of its landing files; events.* hold each exactly
   once (no event lost, none appended twice);
 - the quarantine holds each planted bad row exactly once (one per file);
-- every ingest batch was applied by exactly one apply (no delta applied twice).
+- every ingest batch was applied by exactly one apply (no delta applied twice);
+- every table's `epoch-N` tag is the snapshot its ledger row names, and after the last
+  run every `stable` branch is at the latest epoch's.
 
     python tests/engine/killloop.py --kills 200      (make soak)
 
@@ -139,9 +145,9 @@ ones."""
     while True:
         rows = ledger_rows(engine.spark, engine.settings)
         sealed = [r.epoch for r in rows if r.state == APPLIED]
-        if sealed:  # a close without an epoch must take the interrupted one (`epoch_to_close`)
+        if sealed:  # a close resumes the interrupted one: named, or not (`epoch_to_close`)
             say(f"step close epoch {sealed[0]} (sealed)")
-            closed, _ = engine.close()
+            closed, _ = engine.close(sealed[0] if rng.random() < 0.5 else None)
             assert closed == sealed[0], f"the close took epoch {closed}, not the sealed epoch {sealed[0]}"
             continue
         n = next(r.epoch for r in rows if r.state == OPEN)
@@ -178,7 +184,22 @@ class Run:
 
 # Where a kill's clock starts, and how often: a kill that waits for a late step pays the
 # cold start of every step before it (seconds each, in a fresh JVM), an early one does not.
-STEPS = {"ready": 4, "ingest": 2, "apply": 2, "close": 2, "maintenance": 1}
+# `sealed` starts it when a close has sealed its epoch (the ledger's log line), and lands
+# within SEALED_WINDOW seconds: before the fold, compaction and tags that precede the
+# `closed` row.
+STEPS = {"ready": 4, "ingest": 2, "apply": 2, "close": 2, "maintenance": 1, "sealed": 1}
+SEALED_LINE = "open -> applied"
+SEALED_WINDOW = 1.0
+
+
+def kill_points(rng: random.Random, kills: int) -> list[str]:
+    """The kind of step each kill waits for: shuffled rounds of STEPS by weight (each kind
+    gets its share, in a random order)."""
+    pool = [kind for kind, weight in STEPS.items() for _ in range(weight)]
+    points: list[str] = []
+    while len(points) < kills:
+        points += rng.sample(pool, len(pool))
+    return points[:kills]
 
 
 def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", ready_timeout: float = 300) -> Run:
@@ -190,12 +211,12 @@ def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", rea
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list[str] = []
     ready = threading.Event()
-    mark = f"{PREFIX} ready" if at == "ready" else f"{PREFIX} step {at}"
+    mark = {"ready": f"{PREFIX} ready", "sealed": SEALED_LINE}.get(at, f"{PREFIX} step {at}")
 
     def collect() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             lines.append(f"{time.monotonic() - started:7.1f} {line}")
-            if line.startswith(mark):
+            if line.startswith(mark) or (at == "sealed" and mark in line):
                 ready.set()
         ready.set()  # the worker ended
 
@@ -221,6 +242,7 @@ def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", rea
 @dataclass
 class Outcome:
     kills: int = 0
+    sealed: int = 0  # kills that left an epoch sealed but not closed
     verified: list[int] = field(default_factory=list)
     lost: int = 0
     duplicated: int = 0
@@ -254,13 +276,17 @@ def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
     schema = load_schema(SCHEMA)
     oracle = DuckOracle(schema, alive_after(stream.events_through(n)))
     at = reader.stable(n)
+    row = ledger_row(reader.catalog, settings, n)
+    for table, snap in (row.snapshots if row else {}).items():  # tagged before the ledger row
+        tag = reader.catalog.load_table(short(table)).metadata.refs.get(f"epoch-{n}")
+        if tag is None or tag.snapshot_id != int(snap):
+            fail(f"epoch {n}: {table}'s tag epoch-{n} is {tag}, the ledger row names snapshot {snap}")
     for name in VIEWS:
         got = sorted(reader.read_view(name, at), key=sort_key)
         want = sorted(oracle.query(view_sql(name)), key=sort_key)
         if got != want:
             fail(f"epoch {n}: view {name} is {got}, DuckDB says {want}")
     expected = Counter(e.relation for e in stream.chunks[n - 1])
-    row = ledger_row(reader.catalog, settings, n)
     if row is None or row.events != sum(expected.values()):
         fail(f"epoch {n}: the ledger counts {row.events if row else None} events, the stream has {sum(expected.values())}")
     for rel in schema.relations:
@@ -300,14 +326,30 @@ def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
     out.verified.append(n)
 
 
+def verify_stable(settings, out: Outcome) -> None:
+    """After a run that ended on its own: every table's `stable` branch is at the latest
+    closed epoch's snapshot (a kill between the ledger row and the branches is mended by
+    the next close)."""
+    from cumulus.read import Reader
+    from cumulus.store.ledger import ledger_row
+
+    reader = Reader(settings)
+    n = reader.latest_epoch()
+    for table, snap in ledger_row(reader.catalog, settings, n).snapshots.items():
+        stable = reader.catalog.load_table(table.split(".", 1)[1]).metadata.refs.get("stable")
+        if stable is None or stable.snapshot_id != int(snap):
+            out.failures.append(f"epoch {n}: {table}'s stable branch is {stable}, the ledger row names snapshot {snap}")
+
+
 def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int = 1,
          progress=print) -> Outcome:
     """Kill the worker `kills` times at random instants, verify every epoch closed."""
     from cumulus.config import load_settings
     from cumulus.read import Reader
-    from cumulus.store.ledger import DONE, ledger_rows
+    from cumulus.store.ledger import APPLIED, DONE, ledger_rows
 
     rng = random.Random(seed)
+    points = kill_points(rng, kills)
     home, landing = work / "home", work / "landing"
     budget = 2 * kills + 10  # epochs the stream holds: a run closes one or two before its kill
     stream = Stream.make(landing, budget, seed)
@@ -323,9 +365,9 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
         # A run to be killed may go on through every epoch of the stream (so that the step
         # its kill waits for comes); the last run closes one more epoch and ends.
         through = budget if kill else max(out.verified, default=0) + epochs_ahead
+        at = points[out.kills] if kill else "ready"
         run = run_worker(["worker", str(home), str(landing), str(through), str(seed * 1000 + attempt)],
-                         rng.uniform(0.0, max_delay) if kill else None,
-                         rng.choices(list(STEPS), weights=list(STEPS.values()))[0])
+                         rng.uniform(0.0, SEALED_WINDOW if at == "sealed" else max_delay) if kill else None, at)
         (work / "runs").mkdir(exist_ok=True)
         (work / "runs" / f"run-{attempt}.log").write_text(run.out)
         if run.killed:
@@ -337,10 +379,14 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
         elif run.code != 0:
             out.failures.append(f"run {attempt} failed ({run.code}) at {run.step}:\n{run.out[-4000:]}")
             break
-        closed = [r.epoch for r in ledger_rows(Reader(settings).catalog, settings) if r.state in DONE]
+        rows = ledger_rows(Reader(settings).catalog, settings)
+        out.sealed += run.killed and any(r.state == APPLIED for r in rows)
+        closed = [r.epoch for r in rows if r.state in DONE]
         for n in closed:
             if n not in out.verified:
                 verify_epoch(settings, stream, n, out)
+        if not run.killed:
+            verify_stable(settings, out)
         progress(f"{PREFIX} run {attempt}: {'killed during ' + run.step if run.killed else 'finished'}; "
                  f"{out.kills} kills, epochs closed: {max(closed, default=0)}")
         if out.failures:
@@ -371,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         out = soak(opts.kills, opts.seed, work, opts.max_delay)
     for failure in out.failures:
         print(f"{PREFIX} FAILED: {failure}", flush=True)
-    print(f"{PREFIX} kills per step: {dict(out.killed_in)}", flush=True)
+    print(f"{PREFIX} kills per step: {dict(out.killed_in)}; {out.sealed} left an epoch sealed", flush=True)
     print(out.line(), flush=True)
     return 1 if out.failures or out.lost or out.duplicated else 0
 

@@ -1,8 +1,10 @@
 """The random kill loop (tests/engine/killloop.py) in CI: the pipeline's worker killed
 with SIGKILL at 30 random instants (KILLS=N to change), resumed after each, every epoch
 closed since verified (views equal DuckDB, every event once, every bad row once in the
-quarantine, every ingest batch applied once). `make soak` runs 200 kills. The seed is
-printed; KILL_SEED=N replays a run's kill instants."""
+quarantine, every ingest batch applied once, tags and stable branches where the ledger
+says). Some kills land between a close's seal and its ledger row, where the rerun must
+resume the sealed epoch. `make soak` runs 200 kills. The seed is printed; KILL_SEED=N
+replays a run's kill instants."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(tmp_pat
     seed = int(os.environ.get("KILL_SEED", random.randrange(1_000_000)))
     print(f"kill seed {seed} (KILL_SEED={seed} replays it)")
     out = soak(kills, seed, tmp_path, max_delay=float(os.environ.get("KILL_MAX_DELAY", 6)))
-    print(out.line(), f"kills per step: {dict(out.killed_in)}")
+    print(out.line(), f"kills per step: {dict(out.killed_in)}; {out.sealed} left an epoch sealed")
     assert not out.failures, "\n".join(out.failures) + f"\n(seed {seed})"
     assert out.kills == kills
     assert (out.lost, out.duplicated) == (0, 0), out.line()
@@ -28,3 +30,6 @@ def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(tmp_pat
     # The kills must reach past ingest: into the applies and the close's steps.
     steps = {key.split("/")[0] for key in out.killed_in}
     assert {"ingest", "apply", "close"} <= steps, f"kills landed only in {sorted(steps)} (seed {seed})"
+    # ... and between a close's seal and its ledger row, where the rerun must resume the
+    # sealed epoch (the worker checks that it does, with and without naming it).
+    assert out.sealed >= 1, f"no kill left an epoch sealed but not closed (seed {seed})"
