@@ -106,17 +106,20 @@ def say(line: str) -> None:
     print(f"{PREFIX} {line}", flush=True)
 
 
-def setup(home: Path) -> None:
-    """A home on the simple schema with the views and three sources (not killed)."""
+def setup(home: Path, master: str = "local[2]") -> None:
+    """A home on the simple schema with the views and three sources (not killed), whose
+    steps run on `master` (a standalone cluster's URL: a few shuffle partitions, as its
+    data is tiny)."""
     from cumulus.config import load_settings
     from cumulus.engine.api import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
 
     home.mkdir(parents=True, exist_ok=True)
-    (home / "cumulus.toml").write_text('catalog = "kill"\nspark_master = "local[2]"\n'
+    spark = "" if master.startswith("local") else '\n[spark]\n"spark.sql.shuffle.partitions" = "4"\n'
+    (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
-                                       'base_compaction_ratio = 0.5\n')
+                                       f'base_compaction_ratio = 0.5\n{spark}')
     engine = Engine(load_settings(home))
     init_home(engine.spark, engine.settings, SCHEMA)
     for name, (_, priority) in SOURCES.items():
@@ -342,8 +345,9 @@ def verify_stable(settings, out: Outcome) -> None:
 
 
 def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int = 1,
-         progress=print) -> Outcome:
-    """Kill the worker `kills` times at random instants, verify every epoch closed."""
+         progress=print, master: str = "local[2]") -> Outcome:
+    """Kill the worker `kills` times at random instants, verify every epoch closed (with
+    no kills: `epochs_ahead` epochs through one run), on Spark `master`."""
     from cumulus.config import load_settings
     from cumulus.read import Reader
     from cumulus.store.ledger import APPLIED, DONE, ledger_rows
@@ -353,7 +357,7 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
     home, landing = work / "home", work / "landing"
     budget = 2 * kills + 10  # epochs the stream holds: a run closes one or two before its kill
     stream = Stream.make(landing, budget, seed)
-    done = run_worker(["setup", str(home)], None)
+    done = run_worker(["setup", str(home), master], None)
     if done.code != 0:
         raise SystemExit(f"the home could not be set up:\n{done.out}")
     settings = load_settings(home)
@@ -399,7 +403,7 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "setup":
-        setup(Path(args[1]))
+        setup(Path(args[1]), *args[2:])
         return 0
     if args and args[0] == "worker":
         worker(Path(args[1]), Path(args[2]), int(args[3]), int(args[4]))
