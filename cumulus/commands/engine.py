@@ -1,6 +1,7 @@
 """`cumulus engine serve|status|stop`: the home's warm engine (cumulus/pipeline/server.py).
 
     cumulus --home H engine serve [--cadence S] [--port P]   run it (in the foreground)
+        [--host 0.0.0.0 --url http://NAME:P]                 (in a container: docker-compose.yml)
     cumulus --home H engine status [--format F]               is it up, what is it doing
     cumulus --home H engine stop                              finish the current step, exit
 """
@@ -18,16 +19,17 @@ from cumulus.output import FORMATS, render
 def cmd_serve(args: argparse.Namespace) -> int:
     from cumulus.config import settings_from_args
     from cumulus.errors import EngineError
-    from cumulus.pipeline.client import engine_state
+    from cumulus.pipeline.client import find_engine
     from cumulus.pipeline.server import EngineServer
     from cumulus.store.home import load_home_schema
 
     settings = settings_from_args(args)
     load_home_schema(settings)  # refuses a folder that is not an initialized home
-    running = engine_state(settings)
+    running = find_engine(settings)
     if running is not None:
-        raise EngineError(f"a warm engine already serves {settings.home}: pid {running['pid']} at {running['url']}")
-    server = EngineServer(settings, cadence=args.cadence, port=args.port)
+        status = running.status()
+        raise EngineError(f"a warm engine already serves {settings.home}: pid {status['pid']} at {running.url}")
+    server = EngineServer(settings, cadence=args.cadence, port=args.port, host=args.host, url=args.url)
     print(f"cumulus engine: starting for {settings.home} on {server.url} (Ctrl-C or `cumulus engine stop` to stop)",
           file=sys.stderr, flush=True)
     server.serve()
@@ -90,7 +92,12 @@ def register(subparsers) -> None:
     serve = sub.add_parser("serve", help="run the warm engine in the foreground")
     serve.add_argument("--cadence", type=float, default=2.0,
                        help="seconds between looks at the landing folders (0: only steps handed to it)")
-    serve.add_argument("--port", type=int, default=0, help="loopback port of its API (default: a free one)")
+    serve.add_argument("--port", type=int, default=0, help="port of its API (default: a free one)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address its API listens on (default loopback; 0.0.0.0 in a container)")
+    serve.add_argument("--url", default=None,
+                       help="the URL clients reach it by, written to the home's engine.json "
+                            "(default http://HOST:PORT, this host's name for 0.0.0.0)")
     serve.set_defaults(func=cmd_serve)
     status = sub.add_parser("status", help="whether it runs, and what it is doing")
     status.add_argument("--format", choices=FORMATS, default="table")

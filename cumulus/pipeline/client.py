@@ -64,7 +64,11 @@ class EngineClient:
 
 
 def engine_state(settings: Settings) -> dict[str, Any] | None:
-    """The engine's state file, if its process is alive."""
+    """The engine's state file, unless it is stale: written on this host by a process
+    that is gone (or by this very process: a restarted container reuses pids). Written on
+    another host (an engine in its own container), only its answer tells: find_engine."""
+    import socket
+
     from cumulus.pipeline.server import state_path
 
     path = state_path(settings)
@@ -72,8 +76,13 @@ def engine_state(settings: Settings) -> dict[str, Any] | None:
         state = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    if state.get("host", socket.gethostname()) != socket.gethostname():
+        return state
     try:
-        os.kill(int(state["pid"]), 0)
+        pid = int(state["pid"])
+        if pid == os.getpid():
+            return None
+        os.kill(pid, 0)
     except (OSError, KeyError, ValueError):
         return None  # killed without cleaning up: stale
     return state

@@ -8,7 +8,9 @@ picks up landed files on its own.
     landing  every `cadence` seconds with nothing queued: each source's files of the
              open epoch not taken yet are ingested and applied (a micro-batch), so fresh
              values land on main within seconds of a file landing
-    API      HTTP on loopback (the port in <home>/engine/engine.json):
+    API      HTTP on loopback, or on `host` with the URL other hosts reach it by (a
+             container: `--host 0.0.0.0 --url http://cumulus-engine:8790`); the URL,
+             this host's name and the pid are in <home>/engine/engine.json:
                GET  /status                  the engine, its current step, recent steps
                POST /steps {"job", "args"}   queue a step; returns its id
                GET  /steps/ID?offset=N       its state, exit status, log lines from N
@@ -32,6 +34,7 @@ import logging
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 from collections import deque
@@ -112,7 +115,8 @@ class _StepLog(logging.Handler):
 class EngineServer:
     """The warm engine of one home (see the module doc). `serve()` blocks until stopped."""
 
-    def __init__(self, settings: Settings, cadence: float = 2.0, port: int = 0, host: str = "127.0.0.1"):
+    def __init__(self, settings: Settings, cadence: float = 2.0, port: int = 0, host: str = "127.0.0.1",
+                 url: str | None = None):
         self.settings = settings
         self.cadence = cadence
         self._queue: queue.Queue[Step] = queue.Queue()
@@ -126,7 +130,9 @@ class EngineServer:
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self.port = self._http.server_address[1]
-        self.url = f"http://{host}:{self.port}"
+        if url is None:  # bound to every interface: other hosts reach it by this host's name
+            url = f"http://{socket.gethostname() if host == '0.0.0.0' else host}:{self.port}"
+        self.url = url.rstrip("/")
 
     # ------------------------------------------------------------------ API side
 
@@ -199,7 +205,7 @@ class EngineServer:
         path = state_path(self.settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "url": self.url, "port": self.port,
+        tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "url": self.url, "port": self.port,
                                    "home": str(self.settings.home), "started_at": self._started}) + "\n")
         tmp.replace(path)
 

@@ -35,7 +35,8 @@ def env_of(service: str) -> dict[str, str]:
 
 def test_the_deployment_has_every_component() -> None:
     wanted = {"postgres", "minio", "spark-master", "spark-worker", "airflow-api-server",
-              "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init", "sql-server"}
+              "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init", "sql-server",
+              "cumulus-engine"}
     assert wanted <= set(SERVICES)
 
 
@@ -184,3 +185,23 @@ def test_dockerfile_installs_requirements_and_the_code() -> None:
     assert "airflow db migrate" in init and "cumulus init" in init
     for name in ("docker/init.sh", "demo/tpch_schema.sql", "scripts/setup.sh"):
         assert (REPO / name).is_file(), name
+
+
+def test_the_warm_engine_is_reachable_from_the_airflow_containers() -> None:
+    """The engine listens on every interface and writes, into the home the Airflow
+    containers share, a URL whose host is its service (its hostname: the executors reach
+    its driver there too); its port matches and its health check asks that API."""
+    from cumulus.cli import build_parser
+
+    svc = SERVICES["cumulus-engine"]
+    argv = svc["command"]
+    assert argv[:3] == ["cumulus", "engine", "serve"]
+    args = build_parser().parse_args(argv[1:])
+    assert args.host == "0.0.0.0" and args.cadence > 0
+    url = re.fullmatch(r"http://([\w-]+):(\d+)", args.url)
+    assert url and url.group(1) == svc["hostname"] == "cumulus-engine" and int(url.group(2)) == args.port
+    assert f"localhost:{args.port}/status" in " ".join(svc["healthcheck"]["test"])
+    homes = {v for name in ("cumulus-engine", "airflow-scheduler", "airflow-triggerer")
+             for v in SERVICES[name]["volumes"] if v.startswith("cumulus-home:")}
+    assert homes == {"cumulus-home:/var/lib/cumulus"}, homes
+    assert env_of("cumulus-engine")["CUMULUS_HOME"] == "/var/lib/cumulus"

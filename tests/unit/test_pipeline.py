@@ -135,3 +135,36 @@ def test_source_work_paths():
     assert waiting.paths(require_ready=False) == ["/l/sales/epoch-2"]  # a micro-batch takes what landed
     taken = SourceWork("sales", 1, "/l/sales/epoch-2", True, [])
     assert taken.paths() == []
+
+
+def test_the_engine_state_file_says_where_it_runs_and_stale_ones_are_ignored(tmp_path):
+    """On this host the pid tells whether the engine lives (a dead pid, or this very
+    process after a container restart, is stale); from another host (an engine in its own
+    container) the state is taken as written and only the engine's answer tells. An engine
+    bound to every interface is reached by this host's name unless given a URL."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from cumulus.pipeline.client import engine_state
+    from cumulus.pipeline.server import EngineServer, state_path
+
+    settings = SimpleNamespace(home=tmp_path)
+    path = state_path(settings)
+    path.parent.mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here, there = socket.gethostname(), socket.gethostname() + "-other"
+    for host, pid, alive in [(here, int(gone.stdout), False), (here, os.getpid(), False), (here, os.getppid(), True),
+                             (there, int(gone.stdout), True), (None, os.getppid(), True)]:
+        state = {"pid": pid, "url": "http://cumulus-engine:8790", **({"host": host} if host else {})}
+        path.write_text(json.dumps(state))
+        assert (engine_state(settings) == state) is alive, state
+    for host, url, want in [("0.0.0.0", None, f"http://{here}:"), ("127.0.0.1", None, "http://127.0.0.1:"),
+                            ("0.0.0.0", "http://cumulus-engine:8790/", "http://cumulus-engine:8790")]:
+        server = EngineServer(settings, port=0, host=host, url=url)
+        try:
+            assert server.url.startswith(want) and (url or server.url.endswith(f":{server.port}")), server.url
+        finally:
+            server._http.server_close()
