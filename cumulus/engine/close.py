@@ -51,6 +51,7 @@ from cumulus.store.ledger import (
     OPEN,
     LedgerRow,
     check_in_order,
+    ledger_row,
     ledger_rows,
     transition,
 )
@@ -86,10 +87,19 @@ def _bring_up_to_date(
     return choice, None
 
 
+def _closed_meanwhile(row: LedgerRow) -> dict:
+    """Another run (a backfill beside the scheduled run, a retry beside a zombie) closed
+    the epoch while this one waited for the lock: its metrics, nothing written again."""
+    log.info("epoch %d was closed meanwhile by another run", row.epoch)
+    return dict(row.metrics or {})
+
+
 def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
     """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
     the metrics written to the ledger. Refuses (EpochOrderError) before touching anything
-    while an earlier epoch is not closed: epochs close in order."""
+    while an earlier epoch is not closed: epochs close in order. Two closes of one epoch
+    at once: the seal and the close proper each look at the ledger again under the
+    catalog lock, so the epoch is closed once and the later run returns its metrics."""
     ensure_applies_table(spark, settings)
     rows = ledger_rows(spark, settings)
     row = next((r for r in rows if r.epoch == epoch), None)
@@ -106,10 +116,18 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     steps = StepMetrics(spark)
     with steps("apply"):
         if row.state == OPEN:
-            transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
+            with catalog_lock(settings, f"seal epoch {epoch}"):  # (re-entrant: transition takes it too)
+                now = ledger_row(spark, settings, epoch)
+                if now is not None and now.state in DONE:
+                    return _closed_meanwhile(now)
+                if now is not None and now.state == OPEN:
+                    transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
         choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows)
     fault_point("close.after-apply")
     with catalog_lock(settings, f"close epoch {epoch}"):
+        now = ledger_row(spark, settings, epoch)
+        if now is not None and now.state in DONE:
+            return _closed_meanwhile(now)
         with steps("repair"):  # a rebuild reads base.*, never a stale state
             repaired = 0 if rebuild else repair_epoch(spark, settings, plan, epoch)
         with steps("fold"):

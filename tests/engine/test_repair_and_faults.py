@@ -7,6 +7,7 @@ end in the same tables as runs that never failed, with no delta applied twice.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,3 +116,75 @@ def test_crashes_anywhere_then_retries_give_the_serial_result(spark, simple_home
     no_batch_twice(spark, settings, plan)
     again = run_cli(settings, "epoch", "close", "--epoch", "1")  # closing a closed epoch is a no-op
     assert again.returncode == 0
+
+
+def start_cli(settings, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cumulus.cli", "--home", str(settings.home), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of each process, once all ended."""
+    outputs = [p.communicate(timeout=600) for p in procs]
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs, strict=True)]
+
+
+@pytest.mark.slow
+def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple_home, tmp_path) -> None:
+    """Orchestration races between processes (the CLI, as spark-submitted steps run).
+
+    1. Maintenance, compacting and expiring every snapshot it may (`--retain-last 1
+       --retain-for 0s`), starts at once with the applies of both sources' second
+       batches, while epoch 1 holds a stale batch (source b read the state before a's
+       first commit): it compacts, and keeps the snapshot that batch read.
+    2. Two closes of epoch 1 start at once (a scheduled run and a backfill of its
+       interval), with a close of epoch 2 (the run after it): epoch 1 closes once, with
+       its batch repaired against the kept snapshot; epoch 2 never closes before it (a
+       close that comes too early is refused in one line: epoch 2 does not exist yet, or
+       epoch 1 is sealed but not closed).
+    Then epoch 1's tag equals DuckDB and the serial maps, with every event counted once
+    and no batch applied twice."""
+    from cumulus.store.ledger import CLOSED, DONE, ledger_rows
+    from cumulus.store.rows import read_rows
+    from cumulus.store.tables import ledger_log_table
+
+    settings, plan, compiled, events = simple_home
+    half = len(events) // 2
+    ingest_both(spark, settings, events[:half], tmp_path / "in1")
+    pinned = snapshots(spark, maps_table(settings))[-1].snapshot_id
+    apply_source(spark, settings, plan, 1, 1)
+    apply_source(spark, settings, plan, 1, 2, pin=pinned)
+    ingest_both(spark, settings, events[half:], tmp_path / "in2")
+
+    results = finish([start_cli(settings, "maintenance", "--retain-last", "1", "--retain-for", "0s", "--format", "json"),
+                      start_cli(settings, "apply", "--source", "a"), start_cli(settings, "apply", "--source", "b")])
+    assert [code for code, _, _ in results] == [0, 0, 0], results
+    kept = {s.snapshot_id for s in snapshots(spark, maps_table(settings))}
+    assert pinned in kept, "maintenance expired the snapshot the stale batch read"
+    reports = [json.loads(line) for line in results[0][1].splitlines()]  # a JSON object per line
+    assert sum(r["files_rewritten"] for r in reports) > 0, reports  # it compacted beside the applies
+
+    results = finish([start_cli(settings, "epoch", "close"), start_cli(settings, "epoch", "close", "--epoch", "1"),
+                      start_cli(settings, "epoch", "close", "--epoch", "2")])
+    for code, _, err in results:
+        if code != 0:  # only a close of epoch 2 that came before epoch 1's end may fail: before
+            # the seal epoch 2 does not exist yet, after it epoch 1 is sealed but not closed
+            said = [line for line in err.splitlines() if line.startswith("cumulus: error:")]
+            assert len(said) == 1 and "Traceback" not in err, err
+            assert ("epoch 2 is not in the ledger" in said[0]
+                    or ("epoch 2 cannot be" in said[0] and "epoch 1" in said[0])), said
+    rows = {r.epoch: r for r in ledger_rows(spark, settings)}
+    closed = sorted(n for n, r in rows.items() if r.state in DONE)
+    assert closed == list(range(1, len(closed) + 1)) and closed, rows
+    assert all(rows[n].closed_at <= rows[n + 1].closed_at for n in closed[:-1]), rows
+    revisions = read_rows(spark, ledger_log_table(settings), {"epoch": 1, "state": CLOSED})
+    assert len(revisions) == 1, f"epoch 1 was closed {len(revisions)} times"
+    # the stale batch, and the batches after it that read its uncorrected deltas
+    assert rows[1].metrics["repaired_batches"] >= 1 and rows[1].events == len(events), rows[1]
+
+    reader = Reader(settings)
+    at = reader.stable(1)
+    view = type("AtTag", (), {"entries": staticmethod(lambda m: reader.entries(m, (), at))})
+    assert_view_equals_sql(compiled, "chain", view, DuckOracle(compiled.schema, alive(events)), "epoch 1 after the races")
+    assert_maps_at(reader, compiled, serial_maps(compiled, events), at)
+    no_batch_twice(spark, settings, plan)
