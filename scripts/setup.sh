@@ -154,4 +154,13 @@ else
     echo "$web_hash" >"$WEB/node_modules/.cumulus-web.sha256"
 fi
 
-say "done: jars in ${JARS#"$ROOT"/}, venv in .venv, web assets in web/node_modules"
+# --- 5. the driver JVM's class-data archive (docs/STACK.md, "A cold JVM") -------------
+archive="$("$PY" -c 'from cumulus.spark.jars import class_archive; print(class_archive())')"
+if [ -s "$archive" ]; then
+    say "class-data archive: ok"
+else
+    say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about a minute)"
+    "$PY" "$ROOT/scripts/class_archive.py" || say "class-data archive not built: JVMs start without it (slower)"
+fi
+
+say "done: jars in ${JARS#"$ROOT"/}, venv in .venv, web assets in web/node_modules, class archive in ${archive#"$ROOT"/}"

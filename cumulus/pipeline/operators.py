@@ -119,6 +119,7 @@ class CumulusSparkJob(SparkSubmitOperator):
         from cumulus.config import load_settings
         from cumulus.pipeline.config import load_pipeline_config
         from cumulus.spark.jars import spark_jars
+        from cumulus.spark.session import driver_java_options
 
         settings = load_settings(self.home)
         cfg = load_pipeline_config(self.home)
@@ -131,6 +132,9 @@ class CumulusSparkJob(SparkSubmitOperator):
         if self._handed_to_engine(settings, epoch):
             return
         self.jars = ",".join(str(p) for p in spark_jars(settings.catalog_uri))
+        # The driver JVM starts before the job's Python builds its session: its options
+        # (the class-data archive, the quick JIT of a short process) go on the command line.
+        self.conf = {"spark.driver.extraJavaOptions": driver_java_options(settings), **(self.conf or {})}
         self.env_vars = {**job_environment(settings), **(self.env_vars or {})}
         ensure_spark_connection(self.conn_id, settings.spark_master)
         self.log.info("epoch %s source %s: %s: spark-submit %s %s", epoch, self.source or "-", self.job,

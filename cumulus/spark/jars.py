@@ -1,5 +1,6 @@
 """Finds the jars the Spark session puts on spark.jars: the Iceberg runtime, the relocated
-Jackson jar built by scripts/setup.sh, and the JDBC drivers of the catalog.
+Jackson jar built by scripts/setup.sh, and the JDBC drivers of the catalog; and the
+driver JVM's class-data archive.
 
 Looks in $CUMULUS_JARS_DIR, else the repository's .cache/jars (filled by `make setup`),
 then falls back to the installed packages (the runtime) and /usr/share/java (drivers).
@@ -52,6 +53,32 @@ def jdbc_driver_jar(name: str) -> Path | None:
         return found
     system = SYSTEM_JARS / name
     return system if system.is_file() else None
+
+
+def class_archive() -> Path:
+    """Where the driver JVM's class-data archive is (scripts/class_archive.py builds it;
+    docs/STACK.md): $CUMULUS_CLASS_ARCHIVE, else .cache/jvm/spark-<pyspark>-java-<java>.jsa
+    (an archive is valid for one JVM and one class path only)."""
+    if found := os.environ.get("CUMULUS_CLASS_ARCHIVE"):
+        return Path(found)
+    import pyspark
+
+    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{_java_version()}.jsa"
+
+
+def _java_version() -> str:
+    """JAVA_VERSION of the `release` file of the JDK that runs `java` ($JAVA_HOME first)."""
+    import shutil
+
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else shutil.which("java")
+    try:
+        release = Path(os.path.realpath(java)).parents[1] / "release"
+        for line in release.read_text().splitlines():
+            if line.startswith("JAVA_VERSION="):
+                return line.split("=", 1)[1].strip('"')
+    except (OSError, TypeError, IndexError):
+        pass
+    return "unknown"
 
 
 def spark_jars(catalog_uri: str) -> list[Path]:

@@ -14,10 +14,27 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.errors import ConfigError
-from cumulus.spark.jars import spark_jars
+from cumulus.spark.jars import class_archive, spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+# Set (to a path) while scripts/class_archive.py runs: the JVM writes its archive there.
+DUMP_ARCHIVE = "CUMULUS_CLASS_ARCHIVE_DUMP"
+
+
+def driver_java_options(settings: Settings) -> str:
+    """The driver JVM's options: Derby's home inside the Cumulus home, and the class-data
+    archive of Spark's classes that makes a cold start cheap (docs/STACK.md, "A cold
+    JVM") when scripts/setup.sh has built it; a JVM whose class path does not match it
+    ignores it, silently (the JVM's own log is off but for errors, on stderr)."""
+    options = [f"-Dderby.system.home={settings.home / 'derby'}"]
+    if dump := os.environ.get(DUMP_ARCHIVE):
+        options += [f"-XX:ArchiveClassesAtExit={dump}", "-Xlog:disable", "-Xlog:all=error:stderr"]
+    elif (archive := class_archive()).is_file():
+        options += ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}", "-Xlog:disable", "-Xlog:all=error:stderr"]
+    return " ".join(options)
 
 
 def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
@@ -49,7 +66,7 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # Keep Hive/Derby and the built-in catalog's files inside the home, not the cwd.
         "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={home / 'derby'}",
+        "spark.driver.extraJavaOptions": driver_java_options(settings),
         # Python workers must run the interpreter that has pyspark and cumulus installed.
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,

@@ -99,6 +99,25 @@ def test_spark_conf_wires_the_catalog(tmp_path, monkeypatch):
     )
 
 
+def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypatch):
+    """The class-data archive is used once it exists, and written where
+    scripts/class_archive.py asks, with the JVM's own log off but for errors."""
+    from cumulus.spark.session import DUMP_ARCHIVE, driver_java_options
+
+    archive = tmp_path / "spark.jsa"
+    monkeypatch.setenv("CUMULUS_CLASS_ARCHIVE", str(archive))
+    monkeypatch.delenv(DUMP_ARCHIVE, raising=False)
+    s = Settings(home=tmp_path / "home")
+    assert driver_java_options(s) == f"-Dderby.system.home={tmp_path / 'home' / 'derby'}"  # no archive yet
+    archive.write_bytes(b"x")
+    options = driver_java_options(s).split()
+    assert f"-XX:SharedArchiveFile={archive}" in options and options[-2:] == ["-Xlog:disable", "-Xlog:all=error:stderr"]
+    monkeypatch.setenv(DUMP_ARCHIVE, str(tmp_path / "new.jsa"))
+    options = driver_java_options(s).split()
+    assert f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}" in options and not any("SharedArchive" in o for o in options)
+    assert options[-2:] == ["-Xlog:disable", "-Xlog:all=error:stderr"]
+
+
 def test_missing_jars_ask_for_make_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("CUMULUS_JARS_DIR", str(tmp_path / "empty"))
     with pytest.raises(ConfigError, match=r"iceberg-jackson-shaded\.jar.*make setup"):

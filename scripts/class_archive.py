@@ -1,0 +1,81 @@
+"""Build the driver JVM's class-data archive (CDS, docs/STACK.md "A cold JVM"): run the
+pipeline once on a throwaway home (a tiny generated TPC-H stream, the demo views: init,
+sources, views, two epochs of ingest, apply, close, maintenance, a Spark SQL read) in a
+JVM that writes every class it loaded to the archive when it exits. Every later driver
+JVM maps those classes instead of loading and verifying them from Spark's jars: a cold
+start (a CLI command, a spark-submitted step) takes seconds less. scripts/setup.sh runs
+this when the archive for the installed pyspark is missing (about a minute).
+
+    .venv/bin/python scripts/class_archive.py [--out PATH]   (default: class_archive())
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def workload(home: Path) -> None:
+    """The pipeline, in this process (its JVM writes the archive when it exits)."""
+    from cumulus.config import load_settings
+    from cumulus.engine.api import Engine
+    from cumulus.ingest.sources import add_source
+    from cumulus.ingest.tpch_stream import generate
+    from cumulus.store.home import init_home
+
+    manifest = generate(0.001, 2, 0.01, home.parent / "stream", 7)
+    home.mkdir(parents=True)
+    (home / "cumulus.toml").write_text('spark_master = "local[2]"\n')
+    engine = Engine(load_settings(home), app_name="cumulus-class-archive")
+    init_home(engine.spark, engine.settings, REPO / "demo" / "tpch_schema.sql")
+    for name, priority in sorted(manifest.sources.items(), key=lambda kv: kv[1]):
+        add_source(engine.settings, name, priority, manifest.root / name)
+    for view in sorted((REPO / "demo" / "views").glob("*.sql")):
+        engine.add_view(view.stem, view.read_text(), "sql")
+    for epoch in (1, 2):
+        for name in manifest.sources:
+            engine.ingest(name, [str(manifest.root / name / f"epoch-{epoch}")])
+            engine.apply(name, epoch)
+        engine.close(epoch)
+    engine.maintain(retain_last=1)
+    engine.spark.sql("SELECT * FROM views.order_priority_mix").collect()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cumulus.spark.jars import class_archive
+    from cumulus.spark.session import DUMP_ARCHIVE
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=class_archive())
+    parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)  # the workload's run
+    args = parser.parse_args(argv)
+    if args.home:
+        workload(args.home)
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.out.with_name(args.out.name + ".partial")
+    partial.unlink(missing_ok=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cumulus-class-archive-") as tmp:
+        env = {**os.environ, DUMP_ARCHIVE: str(partial)}
+        done = subprocess.run([sys.executable, __file__, "--home", str(Path(tmp) / "home")], env=env,
+                              capture_output=True, text=True)
+    if done.returncode != 0 or not partial.is_file():
+        print(f"class_archive: the workload failed ({done.returncode}); no archive:\n{done.stderr[-3000:]}",
+              file=sys.stderr)
+        partial.unlink(missing_ok=True)
+        return 1
+    partial.replace(args.out)
+    print(f"class_archive: {args.out} ({args.out.stat().st_size // 2**20} MiB) in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
