@@ -1,8 +1,10 @@
 """The real Airflow on loopback (`airflow standalone`: API server, scheduler, DAG
-processor, triggerer; LocalExecutor, SQLite): log in with the simple auth manager's JWT
-flow, unpause the DAGs through the REST API v2 and let the scheduler run the one epoch
-whose daily interval has ended, check the asset event it published and that cumulus_dbt
-ran on it, backfill the same interval through the REST API (a rerun of a published
+processor, triggerer; LocalExecutor, SQLite) with the home's warm engine running: log in
+with the simple auth manager's JWT flow, unpause the DAGs through the REST API v2 and let
+the scheduler run the one epoch whose daily interval has ended (its Spark tasks hand their
+steps to the engine and defer to the triggerer until they are done; the spark-submit
+fallback is tests/airflow/test_epoch_dag.py's epoch 3), check the asset event it published
+and that cumulus_dbt ran on it, backfill the same interval through the REST API (a rerun of a published
 epoch: no work, no second event), read the plugin's status, and
 open the UI and the plugin page in headless Chromium. Screenshots are kept in
 tests/artifacts/airflow/ (the test prints the paths)."""
@@ -25,6 +27,7 @@ from airflowkit import (
     DEMO_VIEWS,
     VENV_BIN,
     AirflowEnv,
+    WarmEngine,
     free_port,
     make_stream,
 )
@@ -89,6 +92,7 @@ def airflow(tmp_path_factory):
     env = AirflowEnv(root, pipeline={"start": EPOCH_ONE_START.isoformat(), "epoch_interval": "1d",
                                      "maintenance_interval": "3650d", "microbatch_interval": "3650d"})
     env.setup(stream, DEMO_VIEWS)  # the views the dbt project reads
+    engine = WarmEngine(env)
     port = free_port()
     password = secrets.token_urlsafe(12)
     (env.airflow_home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}))
@@ -113,6 +117,7 @@ def airflow(tmp_path_factory):
                  timeout=240)
         yield env, api, password, root
     finally:
+        engine.kill()
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=60)
@@ -141,20 +146,23 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         done = [r for r in runs if r["run_type"] == "scheduled" and r["state"] in ("success", "failed")]
         return done[0] if done else None
 
-    run = wait_for("the scheduled cumulus_epoch run", scheduled, timeout=1500, every=10)
+    run = wait_for("the scheduled cumulus_epoch run", scheduled, timeout=1500, every=2)
     run_path = f"/api/v2/dags/cumulus_epoch/dagRuns/{run['dag_run_id']}"
     assert run["state"] == "success", api.ok("GET", f"{run_path}/taskInstances")
     assert run["data_interval_start"].startswith(EPOCH_ONE_START.strftime("%Y-%m-%dT%H:%M:%S"))
 
     events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
     assert [(e["extra"]["epoch"], e["extra"]["tag"]) for e in events] == [(1, "epoch-1")]
+    handed = sum(log.read_text(errors="replace").count("handed to the warm engine")
+                 for log in (env.airflow_home / "logs").rglob("*.log"))
+    assert handed >= 6, f"{handed} steps handed to the warm engine"  # ingest, apply per source; close; validate
 
     def dbt_done():
         runs = api.ok("GET", "/api/v2/dags/cumulus_dbt/dagRuns")["dag_runs"]
         done = [r for r in runs if r["run_type"] == "asset_triggered" and r["state"] in ("success", "failed")]
         return done[0] if done else None
 
-    dbt_run = wait_for("cumulus_dbt on the asset", dbt_done, timeout=1500, every=10)
+    dbt_run = wait_for("cumulus_dbt on the asset", dbt_done, timeout=1500, every=2)
     assert dbt_run["state"] == "success", api.ok(
         "GET", f"/api/v2/dags/cumulus_dbt/dagRuns/{dbt_run['dag_run_id']}/taskInstances")
 
@@ -172,7 +180,7 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         done = [r for r in runs if r["run_type"] == "backfill" and r["state"] in ("success", "failed")]
         return done[0] if done else None
 
-    assert wait_for("the backfill run", backfilled, timeout=600, every=10)["state"] == "success"
+    assert wait_for("the backfill run", backfilled, timeout=600, every=2)["state"] == "success"
     events = api.ok("GET", "/api/v2/assets/events?source_dag_id=cumulus_epoch")["asset_events"]
     assert len(events) == 1
 
