@@ -4,7 +4,7 @@ sources, views, two epochs of ingest, apply, close, maintenance, a Spark SQL rea
 JVM that writes every class it loaded to the archive when it exits. Every later driver
 JVM maps those classes instead of loading and verifying them from Spark's jars: a cold
 start (a CLI command, a spark-submitted step) takes seconds less. scripts/setup.sh runs
-this when the archive for the installed pyspark is missing (about a minute).
+this when the archive for the installed pyspark and Java is missing (about 90 s).
 
     .venv/bin/python scripts/class_archive.py [--out PATH]   (default: class_archive())
 """
@@ -59,12 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         workload(args.home)
         return 0
+    if args.out is None:
+        print("class_archive: the Java version is unknown (no `release` file beside `java`); no archive",
+              file=sys.stderr)
+        return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     partial = args.out.with_name(args.out.name + ".partial")
     partial.unlink(missing_ok=True)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cumulus-class-archive-") as tmp:
-        env = {**os.environ, DUMP_ARCHIVE: str(partial)}
+        # The throwaway home's own settings only: a CUMULUS_* variable of this shell (a
+        # deployment's catalog, warehouse or master) must not point the workload at it.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUMULUS_") or k == "CUMULUS_JARS_DIR"}
+        env[DUMP_ARCHIVE] = str(partial)
         done = subprocess.run([sys.executable, __file__, "--home", str(Path(tmp) / "home")], env=env,
                               capture_output=True, text=True)
     if done.returncode != 0 or not partial.is_file():

@@ -156,10 +156,10 @@ fi
 
 # --- 5. the driver JVM's class-data archive (docs/STACK.md, "A cold JVM") -------------
 archive="$("$PY" -c 'from cumulus.spark.jars import class_archive; print(class_archive())')"
-if [ -s "$archive" ]; then
+if [ "$archive" != "None" ] && [ -s "$archive" ]; then
     say "class-data archive: ok"
 else
-    say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about a minute)"
+    say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about 90 s)"
     "$PY" "$ROOT/scripts/class_archive.py" || say "class-data archive not built: JVMs start without it (slower)"
 fi
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 import time
 
@@ -19,16 +20,15 @@ from cumulus.output import FORMATS, render
 def cmd_serve(args: argparse.Namespace) -> int:
     from cumulus.config import settings_from_args
     from cumulus.errors import EngineError
-    from cumulus.pipeline.client import find_engine
+    from cumulus.pipeline.client import engine_state, find_engine
     from cumulus.pipeline.server import EngineServer
     from cumulus.store.home import load_home_schema
 
     settings = settings_from_args(args)
     load_home_schema(settings)  # refuses a folder that is not an initialized home
-    running = find_engine(settings)
-    if running is not None:
-        status = running.status()
-        raise EngineError(f"a warm engine already serves {settings.home}: pid {status['pid']} at {running.url}")
+    state = engine_state(settings)  # on this host: its pid alive; from another host: it answers
+    if state is not None and (state.get("host") == socket.gethostname() or find_engine(settings) is not None):
+        raise EngineError(f"a warm engine already serves {settings.home}: pid {state['pid']} at {state['url']}")
     server = EngineServer(settings, cadence=args.cadence, port=args.port, host=args.host, url=args.url)
     print(f"cumulus engine: starting for {settings.home} on {server.url} (Ctrl-C or `cumulus engine stop` to stop)",
           file=sys.stderr, flush=True)

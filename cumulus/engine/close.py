@@ -69,28 +69,40 @@ def _bring_up_to_date(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rows: list[LedgerRow]
 ) -> tuple[Choice, ApplyRecord | None]:
     """Apply the sealed epoch's pending batches, or choose to rebuild the maps after the
-    fold (the returned record, saved before anything is folded, so a retry rebuilds too)."""
-    records = apply_records(spark, settings, epoch)
-    rebuild = next((r for r in records if r.kind == RECOMPUTE), None)
-    if rebuild is not None:
-        return Choice(RECOMPUTE, "chosen before an interrupted close (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
-    pending = pending_batches(spark, settings, plan, epoch, taken_batches(records))
-    rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
-    choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
-    log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)
-    if choice.mode == RECOMPUTE:
-        rebuild = recompute_record(epoch, pending)
-        save_record(spark, settings, rebuild)
-        return choice, rebuild
+    fold (the returned record, saved before anything is folded, so a retry rebuilds too).
+    The choice is made and saved under the catalog lock, so a concurrent close of the
+    same epoch finds it (and the close proper adopts a rebuild chosen meanwhile)."""
+    with catalog_lock(settings, f"close epoch {epoch}: apply or rebuild"):
+        records = apply_records(spark, settings, epoch)
+        rebuild = _chosen_rebuild(records)
+        if rebuild is not None:
+            return Choice(RECOMPUTE, "chosen before (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
+        pending = pending_batches(spark, settings, plan, epoch, taken_batches(records))
+        rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
+        choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
+        log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)
+        if choice.mode == RECOMPUTE:
+            rebuild = recompute_record(epoch, pending)
+            save_record(spark, settings, rebuild)
+            return choice, rebuild
     for source_id in pending.sources:
         apply_source(spark, settings, plan, epoch, source_id)
     return choice, None
 
 
-def _closed_meanwhile(row: LedgerRow) -> dict:
+def _chosen_rebuild(records: list[ApplyRecord]) -> ApplyRecord | None:
+    """The epoch's rebuild record, if a close (this one before a crash, or another)
+    chose to rebuild the maps."""
+    return next((r for r in records if r.kind == RECOMPUTE), None)
+
+
+def _closed_meanwhile(spark: SparkSession, row: LedgerRow) -> dict:
     """Another run (a backfill beside the scheduled run, a retry beside a zombie) closed
-    the epoch while this one waited for the lock: its metrics, nothing written again."""
+    the epoch while this one waited for the lock: its metrics, nothing written again but
+    the stable branches (that run may have died between its ledger row and them)."""
     log.info("epoch %d was closed meanwhile by another run", row.epoch)
+    if row.snapshots:
+        move_stable(spark, {k: int(v) for k, v in row.snapshots.items()})
     return dict(row.metrics or {})
 
 
@@ -119,7 +131,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             with catalog_lock(settings, f"seal epoch {epoch}"):  # (re-entrant: transition takes it too)
                 now = ledger_row(spark, settings, epoch)
                 if now is not None and now.state in DONE:
-                    return _closed_meanwhile(now)
+                    return _closed_meanwhile(spark, now)
                 if now is not None and now.state == OPEN:
                     transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
         choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows)
@@ -127,7 +139,11 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     with catalog_lock(settings, f"close epoch {epoch}"):
         now = ledger_row(spark, settings, epoch)
         if now is not None and now.state in DONE:
-            return _closed_meanwhile(now)
+            return _closed_meanwhile(spark, now)
+        if rebuild is None and (chosen := _chosen_rebuild(apply_records(spark, settings, epoch))) is not None:
+            # a concurrent close chose to rebuild while this one applied: its record stops
+            # applies, so the maps miss batches until the rebuild, which this run does now
+            rebuild, choice = chosen, Choice(RECOMPUTE, f"chosen by a concurrent close (cumulus.applies: {chosen.batch_id})")
         with steps("repair"):  # a rebuild reads base.*, never a stale state
             repaired = 0 if rebuild else repair_epoch(spark, settings, plan, epoch)
         with steps("fold"):

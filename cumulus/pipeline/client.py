@@ -95,7 +95,9 @@ def find_engine(settings: Settings) -> EngineClient | None:
         return None
     client = EngineClient(state["url"], timeout=3.0)
     try:
-        client.status()
+        status = client.status()
     except CumulusError:
+        return None
+    if status.get("home") != str(settings.home):  # a stale file's address, now another home's engine
         return None
     return EngineClient(state["url"])

@@ -133,7 +133,7 @@ class CumulusSparkJob(SparkSubmitOperator):
             return
         self.jars = ",".join(str(p) for p in spark_jars(settings.catalog_uri))
         # The driver JVM starts before the job's Python builds its session: its options
-        # (the class-data archive, the quick JIT of a short process) go on the command line.
+        # (the class-data archive) go on the command line.
         self.conf = {"spark.driver.extraJavaOptions": driver_java_options(settings), **(self.conf or {})}
         self.env_vars = {**job_environment(settings), **(self.env_vars or {})}
         ensure_spark_connection(self.conn_id, settings.spark_master)

@@ -198,8 +198,19 @@ class EngineServer:
                 self._run(step)
         finally:
             self._http.shutdown()
-            state_path(self.settings).unlink(missing_ok=True)
+            self._remove_state()
             log.info("warm engine for %s stopped", self.settings.home)
+
+    def _remove_state(self) -> None:
+        """Remove the state file if it is still this engine's (another may have started
+        since, when this one was taken for dead)."""
+        path = state_path(self.settings)
+        try:
+            mine = json.loads(path.read_text()).get("pid") == os.getpid()
+        except (OSError, ValueError):
+            return
+        if mine:
+            path.unlink(missing_ok=True)
 
     def _write_state(self) -> None:
         path = state_path(self.settings)

@@ -55,18 +55,20 @@ def jdbc_driver_jar(name: str) -> Path | None:
     return system if system.is_file() else None
 
 
-def class_archive() -> Path:
+def class_archive() -> Path | None:
     """Where the driver JVM's class-data archive is (scripts/class_archive.py builds it;
     docs/STACK.md): $CUMULUS_CLASS_ARCHIVE, else .cache/jvm/spark-<pyspark>-java-<java>.jsa
-    (an archive is valid for one JVM and one class path only)."""
+    (an archive is valid for one JVM and one class path only); None when the Java
+    version is unknown (no archive then: another JVM might not even take the options)."""
     if found := os.environ.get("CUMULUS_CLASS_ARCHIVE"):
         return Path(found)
     import pyspark
 
-    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{_java_version()}.jsa"
+    java = _java_version()
+    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{java}.jsa" if java else None
 
 
-def _java_version() -> str:
+def _java_version() -> str | None:
     """JAVA_VERSION of the `release` file of the JDK that runs `java` ($JAVA_HOME first)."""
     import shutil
 
@@ -78,7 +80,7 @@ def _java_version() -> str:
                 return line.split("=", 1)[1].strip('"')
     except (OSError, TypeError, IndexError):
         pass
-    return "unknown"
+    return None
 
 
 def spark_jars(catalog_uri: str) -> list[Path]:

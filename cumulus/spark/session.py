@@ -32,7 +32,7 @@ def driver_java_options(settings: Settings) -> str:
     options = [f"-Dderby.system.home={settings.home / 'derby'}"]
     if dump := os.environ.get(DUMP_ARCHIVE):
         options += [f"-XX:ArchiveClassesAtExit={dump}", "-Xlog:disable", "-Xlog:all=error:stderr"]
-    elif (archive := class_archive()).is_file():
+    elif (archive := class_archive()) is not None and archive.is_file():
         options += ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}", "-Xlog:disable", "-Xlog:all=error:stderr"]
     return " ".join(options)
 

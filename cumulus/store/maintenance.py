@@ -19,8 +19,9 @@ Iceberg's rewrite_data_files (bin-pack to
 `target_file_size_mb`, where at least two small files can be merged, and every data file
 that has position deletes: row-level SQL on merge-on-read tables leaves those, then
 rewrite_position_delete_files drops the delete files left dangling); rows and tags are
-unchanged. Both procedures commit, so the run holds the catalog lock (one writer at a
-time).
+unchanged. Each procedure is called only where the table's metadata (read without a
+Spark job) says it may have work, so a quiet table costs no Spark job. The procedures
+commit, so the run holds the catalog lock (one writer at a time).
 """
 
 from __future__ import annotations
@@ -104,12 +105,13 @@ class _State:
         refs = meta.get("refs") or {}
         current = next((s for s in snapshots if s["snapshot-id"] == meta.get("current-snapshot-id")), None)
         summary = (current or {}).get("summary") or {}
+        unknown = "2" if current is not None else "0"  # totals missing from a summary: run the procedures
         pinned = {ref["snapshot-id"] for ref in refs.values()}
         cut = cutoff.timestamp() * 1000
         old = [s for s in snapshots if s["snapshot-id"] not in pinned and s["timestamp-ms"] < cut]
         return cls(snapshots=len(snapshots), tags=sum(ref.get("type") == "tag" for ref in refs.values()),
-                   data_files=int(summary.get("total-data-files", 0)),
-                   delete_files=int(summary.get("total-delete-files", 0)),
+                   data_files=int(summary.get("total-data-files", unknown)),
+                   delete_files=int(summary.get("total-delete-files", unknown)),
                    expirable=bool(old) and len(snapshots) > retain_last)
 
 
@@ -153,8 +155,9 @@ def maintain(
                 log_rows = compact_ledger(spark, settings)
             if layer_rows or delta_rows or log_rows:
                 state = _State.of(spark, table, cutoff, retain_last)
-            # Each procedure is a Spark job or more: called only where the metadata says
-            # it has something to do (two files to merge, a delete file, an old snapshot).
+            # Each procedure is a Spark job or more: called only where the metadata says it
+            # may have something to do (two data files in the table, a delete file, an old
+            # snapshot no ref points at): never skipped when it has work, sometimes run idle.
             if compact and (state.data_files >= 2 or state.delete_files):
                 row = spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("

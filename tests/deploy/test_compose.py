@@ -205,3 +205,22 @@ def test_the_warm_engine_is_reachable_from_the_airflow_containers() -> None:
              for v in SERVICES[name]["volumes"] if v.startswith("cumulus-home:")}
     assert homes == {"cumulus-home:/var/lib/cumulus"}, homes
     assert env_of("cumulus-engine")["CUMULUS_HOME"] == "/var/lib/cumulus"
+
+
+def test_the_long_lived_spark_applications_fit_the_workers_together() -> None:
+    """The warm engine and the SQL endpoint hold their executors for good: capped by
+    spark.cores.max (the standalone master gives an uncapped application every core), the
+    two fit in the workers' cores and memory at once."""
+    import tomllib
+
+    from cumulus.config import _flatten_spark
+
+    spark = dict(_flatten_spark(tomllib.loads((REPO / "docker" / "cumulus.toml").read_text())["spark"]))
+    worker = SERVICES["spark-worker"]["command"]
+    cores, memory = int(worker[worker.index("--cores") + 1]), worker[worker.index("--memory") + 1]
+    long_lived = [name for name in ("cumulus-engine", "sql-server") if name in SERVICES]
+    assert len(long_lived) == 2
+    assert int(spark["spark.cores.max"]) * len(long_lived) <= cores, (spark.get("spark.cores.max"), cores)
+    gib = {"g": 1.0, "m": 1 / 1024}
+    executor = float(spark["spark.executor.memory"][:-1]) * gib[spark["spark.executor.memory"][-1]]
+    assert executor * len(long_lived) <= float(memory[:-1]) * gib[memory[-1]], (spark["spark.executor.memory"], memory)

@@ -338,7 +338,7 @@ def verify_stable(settings, out: Outcome) -> None:
 
     reader = Reader(settings)
     n = reader.latest_epoch()
-    for table, snap in ledger_row(reader.catalog, settings, n).snapshots.items():
+    for table, snap in (ledger_row(reader.catalog, settings, n).snapshots or {}).items():
         stable = reader.catalog.load_table(table.split(".", 1)[1]).metadata.refs.get("stable")
         if stable is None or stable.snapshot_id != int(snap):
             out.failures.append(f"epoch {n}: {table}'s stable branch is {stable}, the ledger row names snapshot {snap}")

@@ -26,7 +26,8 @@ def test_the_pipeline_on_a_standalone_cluster_of_two_workers(tmp_path) -> None:
     with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
         out = soak(0, seed, tmp_path / "run", max_delay=0.0, epochs_ahead=2, master=cluster.url)
         tasks = cluster.tasks_per_worker()
-        apps = cluster.status()["completedapps"] + cluster.status()["activeapps"]
+        status = cluster.status()
+        apps = status["completedapps"] + status["activeapps"]
     assert not out.failures, "\n".join(out.failures) + f"\n(seed {seed})"
     assert out.verified == [1, 2] and (out.lost, out.duplicated) == (0, 0), out.line()
     assert len(apps) == 2, apps  # the home's setup, then the pipeline's run

@@ -12,7 +12,7 @@ import os
 import random
 
 import pytest
-from killloop import soak
+from killloop import kill_points, soak
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -32,4 +32,5 @@ def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(tmp_pat
     assert {"ingest", "apply", "close"} <= steps, f"kills landed only in {sorted(steps)} (seed {seed})"
     # ... and between a close's seal and its ledger row, where the rerun must resume the
     # sealed epoch (the worker checks that it does, with and without naming it).
-    assert out.sealed >= 1, f"no kill left an epoch sealed but not closed (seed {seed})"
+    if "sealed" in kill_points(random.Random(seed), kills):  # (a full round of kinds has it: 12 kills)
+        assert out.sealed >= 1, f"no kill left an epoch sealed but not closed (seed {seed})"
