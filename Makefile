@@ -3,16 +3,20 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
+.PHONY: setup test test-main test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
 
 setup:
 	bash scripts/setup.sh
 
-# Two tiers, both in CI: the main suite (every marker but slow and corpus), then the slow
-# tier with the engine run over the whole view corpus. test-corpus runs that one alone.
+# Every test (the main suite and the slow and corpus tiers) on two pytest-xdist workers,
+# a file's tests on one, the longest files first (tests/conftest.py): what CI runs.
+# test-main runs the main suite alone (every marker but slow and corpus), test-corpus the
+# engine over the whole view corpus.
 test: setup
+	$(PY) -m pytest tests -n 2 --dist loadfile --durations=25 $(ARGS)
+
+test-main: setup
 	$(PY) -m pytest tests -m "not slow and not corpus" --durations=15 $(ARGS)
-	$(PY) -m pytest tests -m "slow or corpus" --durations=15 $(ARGS)
 
 test-corpus: setup
 	$(PY) -m pytest tests -m corpus $(ARGS)

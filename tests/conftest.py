@@ -13,10 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from envkit import KEPT_ENV
 
 from cumulus.config import Settings
 
 TESTS = Path(__file__).resolve().parent
+
+
+# The longest test files, longest first (minutes each on 2 cores): `make test` runs them
+# first, on two pytest-xdist workers (a file's tests stay on one), so that the rest of the
+# suite fills the other worker and the time the Airflow and kill-loop tests spend waiting.
+# A file missing here only runs later; a wrong order costs minutes, never a result.
+LONGEST_FIRST = [
+    "engine/test_kill_loop.py", "engine/test_epochs.py", "airflow/test_epoch_dag.py",
+    "engine/test_parallel_applies.py", "airflow/test_airflow_standalone.py", "engine/test_repair_and_faults.py",
+    "engine/test_cluster.py", "airflow/test_warm_engine.py",
+]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -24,14 +36,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_spark_dir = (TESTS / "spark") in Path(str(item.path)).parents
         if in_spark_dir or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.path)).relative_to(TESTS).as_posix(), len(rank)))
+
+
+# The driver JVMs of the tests (this process's and every process it starts) compile with
+# C1 only: their Spark jobs are many, tiny and short, so C2's compilations cost more CPU
+# than they save (about 30% of the kill loop's CPU time; docs/STACK.md, "A cold JVM").
+# C1's code cache must be larger than its default 48 MB.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _hermetic_env() -> Iterator[None]:
     """Settings must not come from the developer's shell (CUMULUS_HOME, CUMULUS_CATALOG_URI...)."""
     with pytest.MonkeyPatch.context() as mp:
-        for name in [n for n in os.environ if n.startswith("CUMULUS_") and n != "CUMULUS_JARS_DIR"]:
+        for name in [n for n in os.environ if n.startswith("CUMULUS_") and n not in KEPT_ENV]:
             mp.delenv(name)
+        mp.setenv("CUMULUS_JVM_OPTIONS", os.environ.get("CUMULUS_JVM_OPTIONS", TEST_JVM_OPTIONS))
         yield
 
 

@@ -22,18 +22,23 @@ if TYPE_CHECKING:
 
 # Set (to a path) while scripts/class_archive.py runs: the JVM writes its archive there.
 DUMP_ARCHIVE = "CUMULUS_CLASS_ARCHIVE_DUMP"
+# More options for the driver JVM, appended to Cumulus' own: e.g. the quick JIT that the
+# test suite uses (docs/STACK.md, "A cold JVM").
+JVM_OPTIONS = "CUMULUS_JVM_OPTIONS"
 
 
 def driver_java_options(settings: Settings) -> str:
     """The driver JVM's options: Derby's home inside the Cumulus home, and the class-data
     archive of Spark's classes that makes a cold start cheap (docs/STACK.md, "A cold
     JVM") when scripts/setup.sh has built it; a JVM whose class path does not match it
-    ignores it, silently (the JVM's own log is off but for errors, on stderr)."""
+    ignores it, silently (the JVM's own log is off but for errors, on stderr); then
+    $CUMULUS_JVM_OPTIONS."""
     options = [f"-Dderby.system.home={settings.home / 'derby'}"]
     if dump := os.environ.get(DUMP_ARCHIVE):
         options += [f"-XX:ArchiveClassesAtExit={dump}", "-Xlog:disable", "-Xlog:all=error:stderr"]
     elif (archive := class_archive()) is not None and archive.is_file():
         options += ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}", "-Xlog:disable", "-Xlog:all=error:stderr"]
+    options += os.environ.get(JVM_OPTIONS, "").split()
     return " ".join(options)
 
 

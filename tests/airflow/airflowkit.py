@@ -16,6 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
+from envkit import child_env
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 SCHEMA = REPO / "demo" / "tpch_schema.sql"
@@ -56,9 +58,7 @@ class AirflowEnv:
         return self.root / "airflow"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "CUMULUS_"))}
-        if os.environ.get("CUMULUS_JARS_DIR"):
-            env["CUMULUS_JARS_DIR"] = os.environ["CUMULUS_JARS_DIR"]
+        env = child_env(drop=("AIRFLOW", "CUMULUS_"))
         env.update({
             "AIRFLOW_HOME": str(self.airflow_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),

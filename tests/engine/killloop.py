@@ -185,20 +185,22 @@ class Run:
     out: str
 
 
-# Where a kill's clock starts, and how often: a kill that waits for a late step pays the
-# cold start of every step before it (seconds each, in a fresh JVM), an early one does not.
-# `sealed` starts it when a close has sealed its epoch (the ledger's log line), and lands
-# within SEALED_WINDOW seconds: before the fold, compaction and tags that precede the
-# `closed` row.
-STEPS = {"ready": 4, "ingest": 2, "apply": 2, "close": 2, "maintenance": 1, "sealed": 1}
+# Where a kill's clock starts, how often, and within how many seconds of it the kill lands
+# (at most --max-delay): a kill that waits for a late step pays the cold start of every
+# step before it (seconds each, in a fresh JVM), an early one does not. A step's window is
+# about its length in a fresh JVM, so most of its kills land in it: a close (repair, fold,
+# compaction, tags, ledger) is longer than an ingest, an apply or maintenance. `sealed`
+# starts the clock when a close has sealed its epoch (the ledger's log line): its kills
+# land before the fold, compaction and tags that precede the `closed` row.
+STEPS = {"ready": (4, 6.0), "ingest": (2, 3.0), "apply": (2, 3.0), "close": (2, 6.0), "maintenance": (1, 3.0),
+         "sealed": (1, 1.0)}  # kind: (weight, window in seconds)
 SEALED_LINE = "open -> applied"
-SEALED_WINDOW = 1.0
 
 
 def kill_points(rng: random.Random, kills: int) -> list[str]:
     """The kind of step each kill waits for: shuffled rounds of STEPS by weight (each kind
     gets its share, in a random order)."""
-    pool = [kind for kind, weight in STEPS.items() for _ in range(weight)]
+    pool = [kind for kind, (weight, _) in STEPS.items() for _ in range(weight)]
     points: list[str] = []
     while len(points) < kills:
         points += rng.sample(pool, len(pool))
@@ -371,7 +373,7 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
         through = budget if kill else max(out.verified, default=0) + epochs_ahead
         at = points[out.kills] if kill else "ready"
         run = run_worker(["worker", str(home), str(landing), str(through), str(seed * 1000 + attempt)],
-                         rng.uniform(0.0, SEALED_WINDOW if at == "sealed" else max_delay) if kill else None, at)
+                         rng.uniform(0.0, min(STEPS[at][1], max_delay)) if kill else None, at)
         (work / "runs").mkdir(exist_ok=True)
         (work / "runs" / f"run-{attempt}.log").write_text(run.out)
         if run.killed:
@@ -412,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--seed", type=int, default=int(os.environ.get("KILL_SEED", random.randrange(1_000_000))))
     parser.add_argument("--max-delay", type=float, default=6.0,
-                        help="a kill lands up to this many seconds after the start of a step (of a random kind)")
+                        help="a kill lands up to this many seconds after the start of a step (of a random "
+                             "kind; less for the shorter steps)")
     parser.add_argument("--work", type=Path, default=None)
     opts = parser.parse_args(args)
     print(f"{PREFIX} seed {opts.seed} (--seed {opts.seed} replays the kill instants)", flush=True)

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from envkit import child_env
 from ingestkit import REPO, SHOP, events, write, write_home
 
 from cumulus.faults import ENV, EXIT_CODE, FILE_ENV, InjectedFault
@@ -97,7 +98,7 @@ def test_killed_between_relation_commits(spark, home, tmp_path):
     back and takes the files again."""
     files = landing(tmp_path, 200)
     marker = tmp_path / "reached"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUMULUS_")}
+    env = child_env()
     env.update({ENV: "between-relations:sleep:600", FILE_ENV: str(marker)})
     proc = subprocess.Popen(
         [sys.executable, "-m", "cumulus.cli", "--home", str(home.home), "ingest", "--source", "a", *files],
@@ -123,7 +124,7 @@ def test_process_exit_after_the_commits_before_the_manifest(spark, home, tmp_pat
     """The job (spark_jobs/ingest.py) dies (os._exit) after every events append, before
     the manifest: the rows are there, yet the retry must not keep them twice."""
     files = landing(tmp_path, 300)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUMULUS_")}
+    env = child_env()
     env[ENV] = "after-events:exit"
     died = subprocess.run(
         [sys.executable, str(REPO / "spark_jobs" / "ingest.py"), "--home", str(home.home), "--source", "a", *files],

@@ -101,12 +101,14 @@ def test_spark_conf_wires_the_catalog(tmp_path, monkeypatch):
 
 def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypatch):
     """The class-data archive is used once it exists, and written where
-    scripts/class_archive.py asks, with the JVM's own log off but for errors."""
-    from cumulus.spark.session import DUMP_ARCHIVE, driver_java_options
+    scripts/class_archive.py asks, with the JVM's own log off but for errors; options
+    from $CUMULUS_JVM_OPTIONS come last."""
+    from cumulus.spark.session import DUMP_ARCHIVE, JVM_OPTIONS, driver_java_options
 
     archive = tmp_path / "spark.jsa"
     monkeypatch.setenv("CUMULUS_CLASS_ARCHIVE", str(archive))
     monkeypatch.delenv(DUMP_ARCHIVE, raising=False)
+    monkeypatch.delenv(JVM_OPTIONS, raising=False)
     s = Settings(home=tmp_path / "home")
     assert driver_java_options(s) == f"-Dderby.system.home={tmp_path / 'home' / 'derby'}"  # no archive yet
     archive.write_bytes(b"x")
@@ -116,6 +118,8 @@ def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypa
     options = driver_java_options(s).split()
     assert f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}" in options and not any("SharedArchive" in o for o in options)
     assert options[-2:] == ["-Xlog:disable", "-Xlog:all=error:stderr"]
+    monkeypatch.setenv(JVM_OPTIONS, "-XX:TieredStopAtLevel=1  -Xss4m")
+    assert driver_java_options(s).split()[-3:] == ["-Xlog:all=error:stderr", "-XX:TieredStopAtLevel=1", "-Xss4m"]
 
 
 def test_missing_jars_ask_for_make_setup(tmp_path, monkeypatch):
