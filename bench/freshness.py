@@ -137,21 +137,22 @@ class Home:
         if self.engine is not None and self.engine.poll() is None:
             self.engine.kill()
 
-    def drop_pairs(self, files: int, every: float, timeout: float) -> dict[str, list[float]]:
-        """Drop epoch 2's sales in pairs; each pair's seconds until readable, per read."""
+    def drop_pairs(self, files: int, every: float, timeout: float, sql: bool) -> dict[str, list[float]]:
+        """Drop epoch 2's sales in pairs; each pair's seconds until readable, per read
+        (through Spark SQL too if `sql`)."""
         from cumulus.engine.publish import view_names
         from cumulus.read import Reader
         from cumulus.spark.session import spark_session
         from cumulus.store.catalog import pyiceberg_catalog
 
         catalog, reader = pyiceberg_catalog(self.settings), Reader(self.settings)
-        spark = spark_session(self.settings, app_name="freshness-reader")
-        sql = [f"SELECT * FROM {view_names(self.settings, p.stem)[0]}" for p in VIEWS]
-        for query in sql:  # the session's first queries, before any clock runs
+        spark = spark_session(self.settings, app_name="freshness-reader") if sql else None
+        queries = [f"SELECT * FROM {view_names(self.settings, p.stem)[0]}" for p in VIEWS] if sql else []
+        for query in queries:  # the session's first queries, before any clock runs
             spark.sql(query).collect()
         pieces = {rel: cut((self.held / "sales" / f"{rel}.tbl").read_text().splitlines(keepends=True), files)
                   for rel in ("orders", "lineitem")}
-        seconds: dict[str, list[float]] = {"pyiceberg": [], "sql": []}
+        seconds: dict[str, list[float]] = {"pyiceberg": [], **({"sql": []} if sql else {})}
         for k in range(max(len(parts) for parts in pieces.values())):
             paths = []
             t0 = time.monotonic()
@@ -169,12 +170,13 @@ class Home:
             for view in VIEWS:
                 reader.read_view(view.stem)
             seconds["pyiceberg"].append(round(applied + time.monotonic() - t, 2))
-            t = time.monotonic()
-            for query in sql:
-                spark.sql(query).collect()
-            seconds["sql"].append(round(applied + time.monotonic() - t, 2))
-            print(f"pair {k}: applied after {applied:.2f} s; read through PyIceberg {seconds['pyiceberg'][-1]:.2f} s, "
-                  f"Spark SQL {seconds['sql'][-1]:.2f} s", file=sys.stderr)
+            if queries:
+                t = time.monotonic()
+                for query in queries:
+                    spark.sql(query).collect()
+                seconds["sql"].append(round(applied + time.monotonic() - t, 2))
+            print(f"pair {k}: applied after {applied:.2f} s; readable: "
+                  + ", ".join(f"{read} {values[-1]:.2f} s" for read, values in seconds.items()), file=sys.stderr)
             time.sleep(max(0.0, every - (time.monotonic() - t0)))
         return seconds
 
@@ -216,7 +218,7 @@ def run_airflow(args) -> tuple[dict[str, list[float]], dict]:
                                    start_new_session=True)
         print(f"epoch 1 closed, airflow standalone starting; a pair every {args.every:g} s, "
               f"cumulus_microbatch every {args.microbatch:g} s", file=sys.stderr)
-        seconds = home.drop_pairs(args.files, args.every, timeout=600)
+        seconds = home.drop_pairs(args.files, args.every, timeout=600, sql=args.sql)
     finally:
         if airflow is not None:
             os.killpg(airflow.pid, signal.SIGTERM)
@@ -231,7 +233,7 @@ def run_warm_engine(args) -> tuple[dict[str, list[float]], dict]:
     try:
         home.close_epoch_one()
         print(f"engine up, epoch 1 closed; dropping a pair of files every {args.every:g} s", file=sys.stderr)
-        seconds = home.drop_pairs(args.files, args.every, timeout=300)
+        seconds = home.drop_pairs(args.files, args.every, timeout=300, sql=args.sql)
     finally:
         home.stop_engine()
     return seconds, {"every_s": args.every, "cadence_s": args.cadence}
@@ -267,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=4.0, help="seconds between drops")
     parser.add_argument("--cadence", type=float, default=1.0, help="warm-engine: its look at the landing, seconds")
     parser.add_argument("--microbatch", type=float, default=15.0, help="airflow: the micro-batch DAG's interval, s")
+    parser.add_argument("--sql", action=argparse.BooleanOptionalAction, default=True,
+                        help="read through Spark SQL too (a Spark session in this process, beside the engine's)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/cumulus-freshness"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)

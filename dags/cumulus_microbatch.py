@@ -15,7 +15,7 @@ lag against Spark jobs per hour) is measured in docs/airflow.md.
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, DeltaTriggerTimetable, task, task_group
+from airflow.sdk import DAG, DeltaTriggerTimetable, TriggerRule, task, task_group
 
 from cumulus.pipeline.config import load_pipeline_config, pipeline_home
 from cumulus.pipeline.operators import CumulusSparkJob
@@ -36,7 +36,10 @@ def micro_batch(source: str) -> None:
     ingest = CumulusSparkJob(
         task_id="ingest", job="ingest", mode="microbatch", home=HOME, source=source, pool=CFG.pool,
     )
-    apply = CumulusSparkJob(task_id="apply", job="apply", home=HOME, source=source, pool=CFG.pool)
+    # (also after an ingest skipped for want of new files: a retry of an ingest that had
+    # taken them, its first try lost by Airflow, must still see them applied)
+    apply = CumulusSparkJob(task_id="apply", job="apply", home=HOME, source=source, pool=CFG.pool,
+                            trigger_rule=TriggerRule.NONE_FAILED)
     ingest >> apply
 
 

@@ -19,6 +19,7 @@ environment), else ./.cumulus, as for the CLI. Durations are `90s`, `10m`, `1h`,
     landing_layout = "epoch-{epoch}"   # a source's folder of an epoch, under its landing
     ready_marker = "_SUCCESS"      # the file that says a folder is complete ("" = any file)
     spark_conn_id = "cumulus_spark"    # Airflow connection of spark-submit (optional)
+    engine_wait = "15s"            # a task follows its step in the warm engine this long, then defers
     pool = "cumulus_catalog"       # Airflow pool of the tasks that commit (1 slot)
     retries = 2
     retry_delay = "20s"
@@ -58,6 +59,7 @@ class PipelineConfig:
     landing_layout: str = "epoch-{epoch}"
     ready_marker: str = "_SUCCESS"
     spark_conn_id: str = "cumulus_spark"
+    engine_wait: dt.timedelta = dt.timedelta(seconds=15)
     pool: str = "cumulus_catalog"
     retries: int = 2
     retry_delay: dt.timedelta = dt.timedelta(seconds=20)
@@ -122,7 +124,7 @@ def _parse(name: str, kind: type, value: Any) -> Any:
 _KINDS = {
     "start": dt.datetime, "epoch_interval": dt.timedelta, "first_epoch": int, "catchup": bool,
     "microbatch_interval": dt.timedelta, "late_timeout": dt.timedelta, "poke_interval": dt.timedelta,
-    "landing_layout": str, "ready_marker": str, "spark_conn_id": str, "pool": str, "retries": int,
+    "landing_layout": str, "ready_marker": str, "spark_conn_id": str, "engine_wait": dt.timedelta, "pool": str, "retries": int,
     "retry_delay": dt.timedelta, "maintenance_interval": dt.timedelta, "retain_last": int,
     "retain_for": dt.timedelta, "compact": bool, "target_file_size_mb": int,
 }

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ class CumulusSparkJob(SparkSubmitOperator):
             self.log.info("epoch %s source %s: %s: skipped (%s)", epoch, self.source or "-", self.job, skip)
             raise AirflowSkipException(skip)
         self.application_args = [*args, *self.job_args]
-        if self._handed_to_engine(settings, epoch):
+        if self._handed_to_engine(context, settings, cfg.engine_wait.total_seconds(), epoch):
             return
         self.jars = ",".join(str(p) for p in spark_jars(settings.catalog_uri))
         # The driver JVM starts before the job's Python builds its session: its options
@@ -150,11 +151,14 @@ class CumulusSparkJob(SparkSubmitOperator):
                 ) from exc
             raise
 
-    def _handed_to_engine(self, settings, epoch: int | None) -> bool:
-        """Hand the step to the home's warm engine when one answers and defer until it is
-        done (cumulus.pipeline.triggers.EngineStepTrigger streams its log into this
-        task's; no worker or pool slot is held meanwhile: the engine runs one step at a
-        time). False when no engine runs: the task spark-submits the step itself."""
+    def _handed_to_engine(self, context: Any, settings, wait_s: float, epoch: int | None) -> bool:
+        """Hand the step to the home's warm engine when one answers. The task follows it
+        for `wait_s` seconds (`[pipeline] engine_wait`: a warm step takes seconds, and a
+        deferral costs a trigger's round trip and a new task process), then defers until
+        it is done (cumulus.pipeline.triggers.EngineStepTrigger streams the rest of its log
+        into this task's; no worker or pool slot is held meanwhile). False when no engine
+        runs: the task spark-submits the step itself."""
+        from cumulus.errors import CumulusError
         from cumulus.pipeline.client import find_engine
         from cumulus.pipeline.triggers import EngineStepTrigger
 
@@ -164,7 +168,20 @@ class CumulusSparkJob(SparkSubmitOperator):
         step_id = client.submit(self.job, self.application_args)
         self.log.info("epoch %s source %s: %s: handed to the warm engine at %s as step %d: %s", epoch,
                       self.source or "-", self.job, client.url, step_id, " ".join(self.application_args))
-        self.defer(trigger=EngineStepTrigger(client.url, step_id), method_name="engine_step_done",
+        offset, deadline = 0, time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                got = client.step(step_id, offset)
+            except CumulusError:  # not answering: the trigger has the patience for that
+                break
+            for line in got["lines"]:
+                self.log.info("%s", line)
+            offset = got["next"]
+            if got["state"] == "done":
+                self.engine_step_done(context, {"exit": got["exit"]}, epoch)
+                return True
+            time.sleep(0.25)
+        self.defer(trigger=EngineStepTrigger(client.url, step_id, offset=offset), method_name="engine_step_done",
                    kwargs={"epoch": epoch})
         return True  # not reached: defer raises
 

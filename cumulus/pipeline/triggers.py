@@ -51,26 +51,29 @@ class LandingReadyTrigger(BaseTrigger):
 class EngineStepTrigger(BaseTrigger):
     """Follows a step handed to the warm engine (cumulus.pipeline.server): logs its lines as
     they come (they land in the task's log) and fires {"exit": N} when it is done, or
-    {"error": why} when the engine stops answering for `patience` seconds."""
+    {"error": why} when the engine stops answering for `patience` seconds. `offset`: the
+    step's log lines the task logged already, before it deferred."""
 
-    def __init__(self, url: str, step_id: int, poke_seconds: float = 1.0, patience: float = 30.0):
+    def __init__(self, url: str, step_id: int, poke_seconds: float = 1.0, patience: float = 30.0, offset: int = 0):
         super().__init__()
         self.url = url
         self.step_id = step_id
         self.poke_seconds = poke_seconds
         self.patience = patience
+        self.offset = offset
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"url": self.url, "step_id": self.step_id, "poke_seconds": self.poke_seconds, "patience": self.patience},
+            {"url": self.url, "step_id": self.step_id, "poke_seconds": self.poke_seconds, "patience": self.patience,
+             "offset": self.offset},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from cumulus.errors import CumulusError
         from cumulus.pipeline.client import EngineClient
 
-        client, offset, silent_since = EngineClient(self.url), 0, None
+        client, offset, silent_since = EngineClient(self.url), self.offset, None
         while True:
             try:
                 got = await asyncio.to_thread(client.step, self.step_id, offset)

@@ -89,8 +89,10 @@ def airflow(tmp_path_factory):
     # Daily epochs from EPOCH_ONE_START: one interval has ended (epoch 1), so when the DAG
     # is unpaused the scheduler runs exactly that one (catchup has nothing earlier to run).
     # The other DAGs' ten-year intervals never come due.
+    # engine_wait 0: the Spark tasks defer at once (test_epoch_dag's follow their steps first).
     env = AirflowEnv(root, pipeline={"start": EPOCH_ONE_START.isoformat(), "epoch_interval": "1d",
-                                     "maintenance_interval": "3650d", "microbatch_interval": "3650d"})
+                                     "maintenance_interval": "3650d", "microbatch_interval": "3650d",
+                                     "engine_wait": "0s"})
     env.setup(stream, DEMO_VIEWS)  # the views the dbt project reads
     engine = WarmEngine(env)
     port = free_port()
