@@ -218,6 +218,12 @@ def run_airflow(args) -> tuple[dict[str, list[float]], dict]:
                                    start_new_session=True)
         print(f"epoch 1 closed, airflow standalone starting; a pair every {args.every:g} s, "
               f"cumulus_microbatch every {args.microbatch:g} s", file=sys.stderr)
+        first = args.work / "airflow" / "logs" / "dag_id=cumulus_microbatch"  # (its first run has started)
+        deadline = time.monotonic() + 600
+        while not first.is_dir():
+            if airflow.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"cumulus_microbatch never ran; log: {args.work / 'standalone.log'}")
+            time.sleep(1)
         seconds = home.drop_pairs(args.files, args.every, timeout=600, sql=args.sql)
     finally:
         if airflow is not None:
