@@ -183,7 +183,7 @@ class Home:
 
 def airflow_env(work: Path, home: Path, port: int) -> dict[str, str]:
     """`airflow standalone` on loopback with the repository's DAGs, SQLite metadata."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "CUMULUS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "CUMULUS_")) or k == "CUMULUS_JARS_DIR"}
     env.update({
         "AIRFLOW_HOME": str(work / "airflow"), "CUMULUS_HOME": str(home), "PYTHONPATH": str(REPO),
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -226,10 +226,12 @@ def run_airflow(args) -> tuple[dict[str, list[float]], dict]:
             time.sleep(1)
         seconds = home.drop_pairs(args.files, args.every, timeout=600, sql=args.sql)
     finally:
-        if airflow is not None:
-            os.killpg(airflow.pid, signal.SIGTERM)
-            airflow.wait(timeout=120)
-        home.stop_engine()
+        try:
+            if airflow is not None:
+                os.killpg(airflow.pid, signal.SIGTERM)
+                airflow.wait(timeout=120)
+        finally:
+            home.stop_engine()
     return seconds, {"every_s": args.every, "microbatch_s": args.microbatch}
 
 

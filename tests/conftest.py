@@ -1,7 +1,7 @@
 """Shared fixtures for every test tier.
 
 `settings` is a Cumulus home in a temporary folder (no JVM); `spark` is one SparkSession
-for the whole run on that home (master local[2]), built by the session factory. Any test
+per pytest process (one per xdist worker) on that home (master local[2]), built by the session factory. Any test
 that uses `spark`, or lives in tests/spark/, is marked `spark`, so the unit tier
 (`-m "not spark and not airflow and not e2e"`) never starts a JVM.
 """
@@ -20,9 +20,10 @@ from cumulus.config import Settings
 TESTS = Path(__file__).resolve().parent
 
 
-# The longest test files, longest first (minutes each on 2 cores): `make test` runs them
-# first, on two pytest-xdist workers (a file's tests stay on one), so that the rest of the
-# suite fills the other worker and the time the Airflow and kill-loop tests spend waiting.
+# The longest test files, longest first (minutes each on 2 cores). Run serially, they come
+# first. `make test`'s pytest-xdist (--dist loadfile, a file's tests on one worker) sends
+# the files with the most tests first; these single-test files follow, in this order, and
+# the suite's many short tests fill the time the Airflow and kill-loop tests spend waiting.
 # A file missing here only runs later; a wrong order costs minutes, never a result.
 LONGEST_FIRST = [
     "engine/test_kill_loop.py", "engine/test_epochs.py", "airflow/test_epoch_dag.py",
@@ -37,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if in_spark_dir or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(str(item.path)).relative_to(TESTS).as_posix(), len(rank)))
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0].removeprefix("tests/"), len(rank)))
 
 
 # The driver JVMs of the tests (this process's and every process it starts) compile with

@@ -73,6 +73,8 @@ class PipelineConfig:
         for name in ("epoch_interval", "microbatch_interval", "poke_interval", "maintenance_interval"):
             if getattr(self, name) <= dt.timedelta(0):
                 raise ConfigError(f"[pipeline] {name} must be positive")
+        if self.engine_wait < dt.timedelta(0):
+            raise ConfigError("[pipeline] engine_wait must not be negative")
         if self.retries < 0 or self.retain_last < 1 or self.first_epoch < 1:
             raise ConfigError("[pipeline] retries >= 0, retain_last >= 1 and first_epoch >= 1 are required")
         try:

@@ -123,3 +123,47 @@ def test_the_landing_trigger_fires_ready_or_late(tmp_path):
     assert asyncio.run(first_event(ready)) == {"ready": True}
     classpath, kwargs = ready.serialize()
     assert classpath == "cumulus.pipeline.triggers.LandingReadyTrigger" and LandingReadyTrigger(**kwargs).folder == str(folder)
+
+
+def test_a_task_follows_its_engine_step_then_defers(monkeypatch):
+    """A Spark task that handed its step to the warm engine follows it for engine_wait:
+    done in time, the step's exit status decides in the task (1 from validate: failed,
+    not retried); not done, the task defers to EngineStepTrigger from the log lines it has
+    shown. The engine's answers are scripted here (the real engine: test_epoch_dag)."""
+    from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+    import cumulus.pipeline.client
+    from cumulus.pipeline.operators import CumulusSparkJob
+
+    class Scripted:
+        url = "http://127.0.0.1:1"
+
+        def __init__(self, answers):
+            self.answers, self.asked = list(answers), []
+
+        def submit(self, job, args):
+            return 7
+
+        def step(self, step_id, offset=0):
+            self.asked.append(offset)
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def handed(answers, wait_s, job="ingest"):
+        engine = Scripted(answers)
+        monkeypatch.setattr(cumulus.pipeline.client, "find_engine", lambda settings: engine)
+        task = CumulusSparkJob(task_id=job, job=job, home="/nowhere")
+        task.application_args = ["--home", "/nowhere"]
+        return task._handed_to_engine({}, None, wait_s, 1), engine
+
+    running = {"state": "running", "lines": ["parsing"], "next": 1}
+    done, engine = handed([running, {"state": "done", "lines": ["done"], "next": 2, "exit": 0}], 10)
+    assert done is True and engine.asked == [0, 1]
+    with pytest.raises(AirflowFailException, match="validate exited 1: final"):
+        handed([{"state": "done", "lines": [], "next": 0, "exit": 1}], 10, job="validate")
+    with pytest.raises(TaskDeferred) as deferred:
+        handed([running, {"state": "running", "lines": [], "next": 1}], 0.6)
+    trigger = deferred.value.trigger
+    assert (trigger.step_id, trigger.offset) == (7, 1) and deferred.value.method_name == "engine_step_done"
+    with pytest.raises(TaskDeferred) as at_once:
+        handed([running], 0)
+    assert at_once.value.trigger.offset == 0

@@ -43,7 +43,7 @@ def test_toml_then_environment(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("bad", ['bogus = 1', 'epoch_interval = "soon"', 'landing_layout = "{nope}"',
-                                 'retries = "many"', 'epoch_interval = "0s"'])
+                                 'retries = "many"', 'epoch_interval = "0s"', 'engine_wait = -5'])
 def test_bad_settings_are_refused(tmp_path, bad):
     (tmp_path / "cumulus.toml").write_text(f"[pipeline]\n{bad}\n")
     with pytest.raises(ConfigError, match=r"\[pipeline\]"):
