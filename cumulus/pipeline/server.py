@@ -126,6 +126,7 @@ class EngineServer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._current: Step | None = None
+        self._resumed = False  # the first landing look also applies every source (_poll_landing)
         self._started = _now()
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
@@ -243,7 +244,10 @@ class EngineServer:
         log.info("step %d: %s exited %d in %.1f s", step.id, step.job, step.exit, step.seconds)
 
     def _poll_landing(self) -> None:
-        """Queue ingest + apply for every source with files of the open epoch not taken yet."""
+        """Queue ingest + apply for every source with files of the open epoch not taken yet;
+        at the first look, an apply of every source too: a batch ingested before a kill (of
+        this engine's predecessor, between its ingest and apply) has no new files to
+        announce it, and an apply with nothing to do ends in a moment."""
         from cumulus.pipeline.config import load_pipeline_config
         from cumulus.pipeline.jobs import job_arguments
 
@@ -256,6 +260,13 @@ class EngineServer:
         except Exception as exc:  # a home being set up, a catalog briefly locked: next time
             log.debug("landing poll skipped: %s", exc)
             return
+        if not self._resumed:
+            self._resumed = True
+            for work in plan.sources:
+                apply, skip = job_arguments("apply", self.settings, cfg, None, work.source, plan=plan)
+                if skip is None:
+                    log.info("epoch %d source %s: apply what an earlier run may have left", plan.epoch, work.source)
+                    self.submit("apply", apply, origin="landing")
         for work in plan.sources:
             ingest, skip = job_arguments("ingest", self.settings, cfg, None, work.source, "microbatch", plan)
             if skip is None:
