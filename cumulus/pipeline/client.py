@@ -47,10 +47,12 @@ class EngineClient:
         """A step's state, exit status and its log lines from `offset` (`next`: the offset after them)."""
         return self._call("GET", f"/steps/{step_id}?offset={offset}")
 
-    def follow(self, step_id: int, echo: Callable[[str], None], poll: float = 0.5) -> int:
-        """Pass the step's log lines to `echo` as they come; its exit status."""
-        offset = 0
-        while True:
+    def follow(self, step_id: int, echo: Callable[[str], None], poll: float = 0.5,
+               seconds: float | None = None) -> int | None:
+        """Pass the step's log lines to `echo` as they come; its exit status, or None if
+        it is still running after `seconds` (None: wait as long as it runs)."""
+        offset, deadline = 0, None if seconds is None else time.monotonic() + seconds
+        while deadline is None or time.monotonic() < deadline:
             got = self.step(step_id, offset)
             for line in got["lines"]:
                 echo(line)
@@ -58,9 +60,10 @@ class EngineClient:
             if got["state"] == "done":
                 return int(got["exit"])
             time.sleep(poll)
+        return None
 
     def run(self, job: str, args: list[str], echo: Callable[[str], None]) -> int:
-        return self.follow(self.submit(job, args), echo)
+        return self.follow(self.submit(job, args), echo)  # type: ignore[return-value] (no deadline)
 
 
 def engine_state(settings: Settings) -> dict[str, Any] | None:

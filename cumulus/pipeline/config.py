@@ -126,7 +126,8 @@ def _parse(name: str, kind: type, value: Any) -> Any:
 _KINDS = {
     "start": dt.datetime, "epoch_interval": dt.timedelta, "first_epoch": int, "catchup": bool,
     "microbatch_interval": dt.timedelta, "late_timeout": dt.timedelta, "poke_interval": dt.timedelta,
-    "landing_layout": str, "ready_marker": str, "spark_conn_id": str, "engine_wait": dt.timedelta, "pool": str, "retries": int,
+    "landing_layout": str, "ready_marker": str, "spark_conn_id": str, "engine_wait": dt.timedelta,
+    "pool": str, "retries": int,
     "retry_delay": dt.timedelta, "maintenance_interval": dt.timedelta, "retain_last": int,
     "retain_for": dt.timedelta, "compact": bool, "target_file_size_mb": int,
 }

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -168,20 +167,20 @@ class CumulusSparkJob(SparkSubmitOperator):
         step_id = client.submit(self.job, self.application_args)
         self.log.info("epoch %s source %s: %s: handed to the warm engine at %s as step %d: %s", epoch,
                       self.source or "-", self.job, client.url, step_id, " ".join(self.application_args))
-        offset, deadline = 0, time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                got = client.step(step_id, offset)
-            except CumulusError:  # not answering: the trigger has the patience for that
-                break
-            for line in got["lines"]:
-                self.log.info("%s", line)
-            offset = got["next"]
-            if got["state"] == "done":
-                self.engine_step_done(context, {"exit": got["exit"]}, epoch)
-                return True
-            time.sleep(0.25)
-        self.defer(trigger=EngineStepTrigger(client.url, step_id, offset=offset), method_name="engine_step_done",
+        shown: list[str] = []  # the step's log lines so far (their count: the trigger's offset)
+
+        def echo(line: str) -> None:
+            shown.append(line)
+            self.log.info("%s", line)
+
+        try:
+            code = client.follow(step_id, echo, poll=0.25, seconds=wait_s) if wait_s > 0 else None
+        except CumulusError:  # not answering: the trigger has the patience for that
+            code = None
+        if code is not None:
+            self.engine_step_done(context, {"exit": code}, epoch)
+            return True
+        self.defer(trigger=EngineStepTrigger(client.url, step_id, offset=len(shown)), method_name="engine_step_done",
                    kwargs={"epoch": epoch})
         return True  # not reached: defer raises
 

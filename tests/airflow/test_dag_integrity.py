@@ -133,12 +133,12 @@ def test_a_task_follows_its_engine_step_then_defers(monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
     import cumulus.pipeline.client
+    from cumulus.pipeline.client import EngineClient
     from cumulus.pipeline.operators import CumulusSparkJob
 
-    class Scripted:
-        url = "http://127.0.0.1:1"
-
+    class Scripted(EngineClient):  # the client's own follow, over scripted answers
         def __init__(self, answers):
+            super().__init__("http://127.0.0.1:1")
             self.answers, self.asked = list(answers), []
 
         def submit(self, job, args):
