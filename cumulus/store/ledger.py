@@ -267,4 +267,7 @@ def compact_ledger(spark: SparkSession, settings: Settings) -> int:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+    """Now, to the millisecond: a warm engine seals and closes a small epoch within one
+    second, and the lag between the two (status.stable_lag_s) must still show."""
+    now = dt.datetime.now(dt.UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
