@@ -22,8 +22,9 @@ def text(value) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
+    if isinstance(value, dt.datetime):  # as precise as the value, no more (ledger times: milliseconds)
+        spec = "seconds" if not value.microsecond else "milliseconds" if not value.microsecond % 1000 else "auto"
+        return value.isoformat(sep=" ", timespec=spec)
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, Decimal):

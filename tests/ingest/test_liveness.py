@@ -1,6 +1,6 @@
 """The delete check reads only the data files that can hold the deleted tuples, and
-judges the same with and without that lookup (NULLs, a batch's own inserts, a second
-delete of the last copy)."""
+judges the same on the driver (small batches), by Spark with that lookup and by Spark
+without it (NULLs, a batch's own inserts, a second delete of the last copy)."""
 
 from __future__ import annotations
 
@@ -55,11 +55,38 @@ def rejected(frame):
     return sorted(((r["k"], r["v"], r["__pos"]) for r in frame.collect()), key=lambda r: r[2])
 
 
-@pytest.mark.parametrize("limit", [liveness.LOOKUP_LIMIT, 0], ids=["lookup", "full-scan"])
-def test_the_same_deletes_are_rejected_with_and_without_the_lookup(spark, tables, monkeypatch, limit):
-    monkeypatch.setattr(liveness, "LOOKUP_LIMIT", limit)
+WAYS = {  # (LOOKUP_LIMIT, DRIVER_LIMIT): judged on the driver, by Spark over the lookup, by Spark over everything
+    "driver": (liveness.LOOKUP_LIMIT, liveness.DRIVER_LIMIT),
+    "lookup": (liveness.LOOKUP_LIMIT, 0),
+    "full-scan": (0, 0),
+}
+
+
+def judged(spark, monkeypatch, way, rows, base, events):
+    monkeypatch.setattr(liveness, "LOOKUP_LIMIT", WAYS[way][0])
+    monkeypatch.setattr(liveness, "DRIVER_LIMIT", WAYS[way][1])
+    return rejected(liveness.not_alive(batch(spark, rows), REL, base, events))
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_the_same_deletes_are_rejected_each_way(spark, tables, monkeypatch, way):
     base, events = tables
-    assert rejected(liveness.not_alive(batch(spark, ROWS), REL, base, events)) == REJECTED
+    assert judged(spark, monkeypatch, way, ROWS, base, events) == REJECTED
+
+
+def test_random_batches_are_judged_alike_on_the_driver_and_by_spark(spark, tables, monkeypatch):
+    """Inserts and deletes (some of several copies, NULL keys, tuples only the batch has)
+    in random order: the driver's walk and Spark's windows reject the same rows."""
+    import random
+
+    base, events = tables
+    pick = random.Random(2611)
+    for _ in range(4):
+        pool = [(k, f"v{k}") for k in pick.sample(range(0, 4100), 6)] + [(None, "n"), (7000, "x"), (7001, "y")]
+        rows = [(*pick.choice(pool), pick.choice((1, -1, -1))) for _ in range(40)]
+        driver = judged(spark, monkeypatch, "driver", rows, base, events)
+        assert driver == judged(spark, monkeypatch, "lookup", rows, base, events), rows
+        assert driver, "the batch rejects nothing: it tests nothing"
 
 
 def test_deletes_in_one_key_range_read_one_data_file(spark, tables):
