@@ -54,13 +54,25 @@ def cut(lines: list[str], parts: int) -> list[list[str]]:
 
 
 def wait_applied(catalog, settings, paths: list[str], timeout: float) -> bool:
-    """True once every path is in an ingest batch that a finished apply took."""
+    """True once every path is in an ingest batch that a finished apply took. An apply
+    is finished at its commit to maps.entries, so the manifest and the applies are read
+    again only after that table or the manifest has a new snapshot: a read of their
+    metadata every 0.1 s instead of two scans, which on 2 cores took CPU from the engine
+    being measured."""
     from cumulus.engine.apply import apply_records
+    from cumulus.store.maps import maps_table
     from cumulus.store.rows import read_rows
     from cumulus.store.tables import files_table
 
+    watched = [t.split(".", 1)[1] for t in (maps_table(settings), files_table(settings))]  # PyIceberg drops the catalog
+    seen = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        current = [catalog.load_table(t).metadata.current_snapshot_id for t in watched]
+        if current == seen:
+            time.sleep(0.1)
+            continue
+        seen = current
         rows = [r for r in read_rows(catalog, files_table(settings)) if r["path"] in paths]
         batches = {r["batch_id"] for r in rows if r["status"] == "ingested"}  # a duplicate changes nothing
         if len({r["path"] for r in rows if r["status"] in ("ingested", "duplicate")}) == len(paths):
