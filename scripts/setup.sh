@@ -91,19 +91,19 @@ else
     "${UV[@]}" pip install -q --python "$PY" -e .
     echo "$deps_hash" >"$STAMP"
 fi
+site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 # Bytecode, compiled once: uv installs sources only, and where Python may not write its
 # caches (PYTHONDONTWRITEBYTECODE, a read-only venv) every process would compile each
 # module it imports again: 3 s of every CLI call and more of every Airflow process.
 if [ "$(cat "$BYTECODE_STAMP" 2>/dev/null)" != "$deps_hash" ]; then
     say "compiling the packages' bytecode (python -m compileall, once per requirements)"
-    "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
+    "$PY" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
     echo "$deps_hash" >"$BYTECODE_STAMP"
 fi
 "$PY" -m compileall -q -j 0 cumulus dags plugins spark_jobs scripts bench tests >/dev/null 2>&1 || true  # the repo's own: only what changed
 
 # --- 3. jars -----------------------------------------------------------------------
 mkdir -p "$JARS"
-site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
 # The Iceberg Spark runtime shipped by snowpark-connect-deps-iceberg (Scala 2.12 build).
 runtime="$("$PY" - <<'EOF'

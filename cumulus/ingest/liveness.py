@@ -115,8 +115,7 @@ def not_alive(
     else:
         deleted = deleted.distinct()
     prior = (
-        base.select(*keys, F.col("mult").cast("bigint").alias("__n"))
-        .unionByName(events.select(*keys, F.col("op").cast("bigint").alias("__n")))
+        _copies(base, events, keys)
         .alias("p")
         .join(deleted.alias("d"), _same_tuple("p", "d", keys), "left_semi")
         .groupBy(*keys)
@@ -135,6 +134,15 @@ def not_alive(
     levels = levels.withColumn("__low", F.least(F.lit(0), F.coalesce(F.min("__level").over(before), F.lit(0))))
     rejected = levels.where((F.col("__op") < 0) & (F.col("__level") < F.col("__low")))
     return rejected.drop("__a", "__level", "__low")
+
+
+def _copies(base: DataFrame, events: DataFrame, keys: list[str]) -> DataFrame:
+    """The tuples' counts before the batch, as rows (keys, `__n`) to sum: base's `mult`
+    and the committed events' `op`."""
+    from pyspark.sql import functions as F
+
+    return base.select(*keys, F.col("mult").cast("bigint").alias("__n")).unionByName(
+        events.select(*keys, F.col("op").cast("bigint").alias("__n")))
 
 
 _NAN = object()  # NaN as a key part: Spark matches NaN with NaN, Python's == does not
@@ -164,11 +172,7 @@ def _judge_on_driver(
     from pyspark.sql import functions as F
 
     wanted = {_key(t, keys) for t in tuples}
-    prior_rows = (
-        base.select(*keys, F.col("mult").cast("bigint").alias("__n"))
-        .unionByName(events.select(*keys, F.col("op").cast("bigint").alias("__n")))
-        .limit(DRIVER_ROWS + 1).collect()
-    )
+    prior_rows = _copies(base, events, keys).limit(DRIVER_ROWS + 1).collect()
     touched = batch.where(where).select(*keys, "__op", "__unit", "__pos").limit(DRIVER_ROWS + 1).collect()
     if len(prior_rows) > DRIVER_ROWS or len(touched) > DRIVER_ROWS:
         return None

@@ -75,9 +75,11 @@ def maps_frame(
     tagged = at_tag(spark, maps_table(settings), epoch).where(F.col("map").isin([m.name for m in maps]))
     have = set(tagged.columns)
     users: dict[str, list[str]] = {}  # slot -> the maps with a key in it
+    types: dict[str, str] = {}  # slot -> its M3 type
     for m in maps:
-        for slot in key_slots(m.info):
+        for slot, type_ in zip(key_slots(m.info), m.info.key_types, strict=True):
             users.setdefault(slot, []).append(m.name)
+            types[slot] = type_
     slots = sorted(users)
 
     def named(m: MapFacts) -> dict[str, str]:  # key column -> its slot
@@ -90,15 +92,13 @@ def maps_frame(
     rows = tagged.selectExpr(
         "`map`", "epoch", *(f"`{value_slot(t)}`" for t in VALUE_TYPES),
         *(f"CASE WHEN `map` IN ({', '.join(map(_sql_text, users[s]))}) THEN `{s}` END AS `{s}`" if s in have
-          else f"CAST(NULL AS {key_type(s.split('_', 1)[1]).simpleString()}) AS `{s}`" for s in slots),
+          else f"CAST(NULL AS {key_type(types[s]).simpleString()}) AS `{s}`" for s in slots),
     )
     groups = ["map", *slots]
     entries = rows.groupBy(*groups).agg(
         *(F.sum(value_slot(t)).alias(value_slot(t)) for t in VALUE_TYPES), F.count(F.lit(1)).alias("__rows"))
     if touched:
-        written = rows.where(F.col("epoch") == epoch).select(*groups).distinct()
-        entries = entries.alias("e").join(
-            written.alias("w"), [F.col(f"e.`{c}`").eqNullSafe(F.col(f"w.`{c}`")) for c in groups], "left_semi")
+        entries = _touched(entries, rows.where(F.col("epoch") == epoch), groups)
     value = case(lambda m: f"`{value_slot(m.value_type)}`")
     null_key = case(lambda m: "COALESCE(" + ", ".join(
         f"CASE WHEN `{named(m)[k]}` IS NULL THEN {_sql_text(k)} END" for k in m.not_null_keys) + ")"
