@@ -29,6 +29,7 @@ from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import NoSuchTableError
 from cumulus.faults import fault_point
+from cumulus.spark.local import local_frame
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.files import Batch, committed_batches
 from cumulus.store.lock import apply_lock
@@ -174,7 +175,7 @@ def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) ->
     """Append the record's current state: an append commits in a fraction of a MERGE's
     time, and apply_records keeps the latest state per batch."""
     ddl = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
-    spark.createDataFrame([record.as_row()], ddl).writeTo(applies_table(settings)).append()
+    local_frame(spark, [record.as_row()], ddl).writeTo(applies_table(settings)).append()
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -224,7 +225,8 @@ def batch_events(
     if counts is None:
         tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
-    events = {rel: df.localCheckpoint() for rel, df in read.items() if counts.get(rel)}
+    # Materialized by the first job that reads them (lazy: no job of their own).
+    events = {rel: df.localCheckpoint(eager=False) for rel, df in read.items() if counts.get(rel)}
     return events, {rel: n for rel, n in counts.items() if n}
 
 
@@ -297,7 +299,7 @@ def write_deltas(
     else:
         table = maps_table(settings)
         if deltas is None:
-            rows = spark.createDataFrame([], spark.table(table).schema)
+            rows = local_frame(spark, [], spark.table(table).schema)
         else:
             version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
             rows = versioned(deltas, entries_columns(spark, settings), version)

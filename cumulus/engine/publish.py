@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.apply import current_snapshot_id
 from cumulus.parallel import for_each
+from cumulus.spark.local import local_frame
 from cumulus.sql.mapsql import quote, view_sql
 from cumulus.sql.views import Compilation
 from cumulus.store.commit import table_metadata
@@ -69,7 +70,7 @@ def ensure_snapshot(spark: SparkSession, table: str) -> int:
     """The table's current snapshot, committing an empty append first if it has none."""
     snap = current_snapshot_id(spark, table)
     if snap is None:
-        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+        local_frame(spark, [], spark.table(table).schema).writeTo(table).append()
         snap = current_snapshot_id(spark, table)
     assert snap is not None
     return snap

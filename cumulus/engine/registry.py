@@ -13,6 +13,7 @@ from cumulus.config import DEFAULT_DIALECT, Settings
 from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
 from cumulus.errors import NotFoundError, ViewError
 from cumulus.schema import Schema
+from cumulus.spark.local import local_frame
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.rows import Reader, read_rows
 from cumulus.store.tables import META, ensure_table, qualified
@@ -89,7 +90,7 @@ def is_registered(rows: list[RegisteredView], name: str) -> bool:
 def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
     """Append a row to the registry (a view added, or the `dropped` row of one)."""
     ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
-    spark.createDataFrame([astuple(view)], ddl).writeTo(views_table(settings)).append()
+    local_frame(spark, [astuple(view)], ddl).writeTo(views_table(settings)).append()
 
 
 def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:

@@ -41,6 +41,7 @@ from cumulus.ingest.plan import InputFile, make_units, plan_files, sha256
 from cumulus.ingest.report import IngestReport
 from cumulus.ingest.sources import Source, get_source
 from cumulus.schema import Schema
+from cumulus.spark.local import local_frame
 from cumulus.store import commit
 from cumulus.store.batches import new_batch_id, recover_incomplete_batches
 from cumulus.store.files import (
@@ -291,7 +292,7 @@ def _ingest_new(
     fault_point("before-commit")
 
     props = _batch_props(src, epoch, batch_id)
-    files_df = spark.createDataFrame(
+    files_df = local_frame(spark,
         [(f.index, f.path, f.checksum, f.unit, unit_base[f.unit]) for f in files],
         "__file INT, __path STRING, __checksum STRING, __unit_of_file INT, __ubase BIGINT",
     )
@@ -402,7 +403,7 @@ def _write_quarantine(
     for u in units:
         qbase.append((u.index, acc))
         acc += per_unit[u.index]
-    bases = spark.createDataFrame(qbase, "__unit INT, __qbase BIGINT")
+    bases = local_frame(spark, qbase, "__unit INT, __qbase BIGINT")
     first = next_id(spark, settings)
     in_unit = Window.partitionBy("__unit").orderBy("__pos")
     rows = (

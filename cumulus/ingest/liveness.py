@@ -36,6 +36,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from cumulus.schema import DATE, FLOAT, Relation
+from cumulus.spark.local import local_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -104,7 +105,7 @@ def not_alive(
     if not tuples:
         return batch.where(F.lit(False))
     if len(tuples) <= LOOKUP_LIMIT:
-        deleted = batch.sparkSession.createDataFrame(tuples, deleted.schema)
+        deleted = local_frame(batch.sparkSession, tuples, deleted.schema)
         where = lookup_filter(relation, tuples)
         if where is not None:
             base, events = base.where(where), events.where(where)
@@ -196,5 +197,5 @@ def _judge_on_driver(
             low = min(low, level)
     if not rejected:
         return batch.where(F.lit(False))
-    at = batch.sparkSession.createDataFrame(rejected, ", ".join(f"{c} {batch.schema[c].dataType.simpleString()}" for c in ("__unit", "__pos")))
+    at = local_frame(batch.sparkSession, rejected, ", ".join(f"{c} {batch.schema[c].dataType.simpleString()}" for c in ("__unit", "__pos")))
     return batch.join(F.broadcast(at), ["__unit", "__pos"], "left_semi").select(*batch.columns)

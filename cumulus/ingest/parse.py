@@ -23,6 +23,7 @@ from cumulus.ingest.fastpath import CHUNK_BYTES, Leave, fast_segments
 from cumulus.ingest.formats import Codec, Record, codecs, dbtoaster_orders, read_file
 from cumulus.ingest.plan import Unit
 from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, Column, Relation, Schema
+from cumulus.spark.local import local_frame
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -208,7 +209,7 @@ def parse_relation(spark: SparkSession, units: list[Unit], schema: Schema, only:
     if not mine:
         return None
     tasks = max(1, min(len(mine), spark.sparkContext.defaultParallelism * 4))
-    ids = spark.createDataFrame([(u.index,) for u in mine], "u INT").repartition(tasks)
+    ids = local_frame(spark, [(u.index,) for u in mine], "u INT").repartition(tasks)
     relation = schema.relation(only) if only is not None else None
     return ids.mapInArrow(make_parser(units, schema, only), spark_ddl(relation))
 

@@ -16,6 +16,7 @@ from cumulus.config import Settings
 from cumulus.m3.ast import Const
 from cumulus.quality.facts import MapFacts
 from cumulus.schema import STRING, Relation
+from cumulus.spark.local import local_frame
 from cumulus.sql.sqltext import spark_literal
 from cumulus.store.maps import VALUE_TYPES, key_slots, key_type, maps_table, value_slot
 from cumulus.store.tables import base_table, events_table, tag_name
@@ -71,7 +72,7 @@ def maps_frame(
 
     maps = list(maps)
     if not maps:
-        return spark.createDataFrame([], MAPS_SCHEMA)
+        return local_frame(spark, [], MAPS_SCHEMA)
     tagged = at_tag(spark, maps_table(settings), epoch).where(F.col("map").isin([m.name for m in maps]))
     have = set(tagged.columns)
     users: dict[str, list[str]] = {}  # slot -> the maps with a key in it
@@ -167,7 +168,7 @@ def materialize(frame: DataFrame) -> DataFrame:
 
 def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:
     if not parts:
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)

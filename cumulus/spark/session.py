@@ -25,6 +25,7 @@ DUMP_ARCHIVE = "CUMULUS_CLASS_ARCHIVE_DUMP"
 # More options for the driver JVM, appended to Cumulus' own: e.g. the quick JIT that the
 # test suite uses (docs/STACK.md, "A cold JVM").
 JVM_OPTIONS = "CUMULUS_JVM_OPTIONS"
+CODEGEN_CACHE = 1000  # compiled classes a session keeps (Spark's default: 100)
 
 
 def driver_java_options(settings: Settings) -> str:
@@ -75,6 +76,10 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         # Python workers must run the interpreter that has pyspark and cumulus installed.
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        # Spark keeps 100 compiled query classes; one micro-batch (ingest and apply of two
+        # relations, 27 maps) needs more, so a warm engine recompiled about 80 classes per
+        # batch (0.5 s or more). docs/STACK.md, "Compiled code".
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE),
     }
     if settings.catalog_user:
         conf[f"{cat}.jdbc.user"] = settings.catalog_user

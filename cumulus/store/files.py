@@ -18,6 +18,7 @@ from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
+from cumulus.spark.local import local_frame
 from cumulus.store.commit import write_options
 from cumulus.store.rows import Reader, read_rows
 from cumulus.store.tables import FILES_COLUMNS, ddl_type, files_table
@@ -80,7 +81,7 @@ def append_entries(
     spark: SparkSession, settings: Settings, entries: Sequence[FileEntry], props: Mapping[str, Any]
 ) -> None:
     """One commit of manifest rows, marked with `props` in the snapshot summary."""
-    df = spark.createDataFrame([astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
+    df = local_frame(spark, [astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
     writer = df.coalesce(1).writeTo(files_table(settings))
     for key, value in write_options(props).items():
         writer = writer.option(key, value)

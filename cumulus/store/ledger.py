@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.errors import EpochOrderError, NoSuchEpochError, StoreError
+from cumulus.spark.local import local_frame
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
@@ -244,7 +245,7 @@ def _append(
     spark: SparkSession, settings: Settings, rows: list[LedgerRow], props: Mapping[str, Any]
 ) -> None:
     """One append commit: the rows supersede the earlier revisions of their epochs."""
-    df = spark.createDataFrame([r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
+    df = local_frame(spark, [r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
     with commit_properties(spark, props):
         df.writeTo(ledger_log_table(settings)).append()
 
@@ -260,7 +261,7 @@ def compact_ledger(spark: SparkSession, settings: Settings) -> int:
         latest = _latest(revisions)
         dropped = len(revisions) - len(latest)
         if dropped:
-            df = spark.createDataFrame([r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
+            df = local_frame(spark, [r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
             with commit_properties(spark, {"cumulus.ledger-compacted": len(latest)}):
                 df.writeTo(ledger_log_table(settings)).overwrite(F.lit(True))
         return dropped

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.m3.validate import MapInfo
+from cumulus.spark.local import local_frame
 from cumulus.store import commit
 from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
 
@@ -120,7 +121,7 @@ def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[Ma
     if created:
         # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does
         # not), and the `stable` branch on it: views_stable.* read no entry before the first close.
-        spark.createDataFrame([], spark.table(table).schema).writeTo(table).append()
+        local_frame(spark, [], spark.table(table).schema).writeTo(table).append()
         spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS `{STABLE}`")
     return created
 
