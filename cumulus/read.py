@@ -83,15 +83,18 @@ class Reader:
         rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*slots, value_column)).to_arrow()
         return _summed(rows, slots, value_column, info.type)
 
-    def all_entries(self, at: At = At()):
-        """Every map's entries at `at` from one scan of maps.entries: a function of the map's
-        name, for reading many maps or views at one snapshot (one scan to plan, not one
-        per map)."""
+    def all_entries(self, at: At = At(), maps: Sequence[str] | None = None):
+        """Every map's entries at `at` (or those of `maps`) from one scan of maps.entries: a
+        function of the map's name, for reading many maps or views at one snapshot (one
+        table load and one scan to plan, not one per map)."""
+        from pyiceberg.expressions import AlwaysTrue, In
+
         table, snapshot_id = self._maps_at(at)
-        maps = self.compilation.checked.maps
-        columns = sorted({c for info in maps.values() for c in (*key_slots(info), value_slot(info.type))})
+        wanted = self.compilation.checked.maps if maps is None else {m: self._map(m) for m in maps}
+        columns = sorted({c for info in wanted.values() for c in (*key_slots(info), value_slot(info.type))})
         present = set(table.schema().column_names)
-        scan = table.scan(snapshot_id=snapshot_id, selected_fields=("map", *(c for c in columns if c in present)))
+        scan = table.scan(row_filter=AlwaysTrue() if maps is None else In("map", sorted(wanted)), snapshot_id=snapshot_id,
+                          selected_fields=("map", *(c for c in columns if c in present)))
         rows = scan_arrow(scan).sort_by("map")  # each map's rows contiguous: a slice
         names = rows.column("map").to_pylist()
         bounds: dict[str, list[int]] = {}
@@ -154,7 +157,7 @@ class Reader:
         from cumulus.sql.views import view_rows
 
         plan = self._plan(name)
-        rows = view_rows(plan, entries or (lambda m: self.entries(m, (), at)))
+        rows = view_rows(plan, entries or self.all_entries(at, plan.maps))
         if where:
             index = {c: i for i, c in enumerate(plan.column_names)}
             unknown = sorted(set(where) - set(index))

@@ -209,24 +209,24 @@ def batch_events(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
 ) -> tuple[dict[str, DataFrame], dict[str, int]]:
     """The batch's events per relation that has any (its ingest batches, read at the
-    pinned snapshots), each materialized once, and how many each has. The relations are
-    counted first, in one Spark job: a relation without events adds no delta, and leaving
-    it out spares the plans of all its statements."""
+    pinned snapshots), each materialized once, and how many each has. The counts come
+    from the manifest, else from the events (one Spark job): a relation without events
+    adds no delta, and leaving it out spares its read and the plans of its statements."""
     from pyspark.sql import functions as F
 
-    read = {}
-    for rel in plan.order:
+    def read(rel: str) -> DataFrame:
         df = read_at(spark, events_table(settings, rel), record.events_snapshots.get(rel))
         df = df.where(F.col("batch_id").isin(record.ingest_batches))
         if record.kind == "apply":
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
-        read[rel] = df.select(*plan.params[rel], "op")
+        return df.select(*plan.params[rel], "op")
+
     counts = _manifest_counts(spark, settings, plan, record)
     if counts is None:
-        tagged = union_all([df.select(F.lit(rel).alias("relation")) for rel, df in read.items()])
+        tagged = union_all([read(rel).select(F.lit(rel).alias("relation")) for rel in plan.order])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
     # Materialized by the first job that reads them (lazy: no job of their own).
-    events = {rel: df.localCheckpoint(eager=False) for rel, df in read.items() if counts.get(rel)}
+    events = {rel: read(rel).localCheckpoint(eager=False) for rel in plan.order if counts.get(rel)}
     return events, {rel: n for rel, n in counts.items() if n}
 
 
