@@ -225,8 +225,7 @@ def batch_events(
     if counts is None:
         tagged = union_all([read(rel).select(F.lit(rel).alias("relation")) for rel in plan.order])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
-    # Materialized by the first job that reads them (lazy: no job of their own).
-    events = {rel: read(rel).localCheckpoint(eager=False) for rel in plan.order if counts.get(rel)}
+    events = {rel: read(rel).localCheckpoint() for rel in plan.order if counts.get(rel)}
     return events, {rel: n for rel, n in counts.items() if n}
 
 

@@ -336,8 +336,7 @@ def _shared_deltas(
         active = [i for i in active if len(chains[i].maps) > level]
         if active and level > 0 and (ending or size is not None):
             # Materialized: counted, and read by this level's projection and the next join.
-            # With a size to keep, the count is the job that materializes them (lazy).
-            rows = rows.localCheckpoint(eager=size is None)
+            rows = rows.localCheckpoint()
             count = rows.count() if size is not None else None
         if ending:
             def terms_of(i: int) -> str:
@@ -446,9 +445,8 @@ def evaluate_batch(
         deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel)))
         if later & written:
             # A later relation of the batch reads these deltas: materialize them once, so
-            # its plan does not carry (and recompute) this relation's whole evaluation;
-            # lazily, by the first job of that relation that reads them.
-            deltas = deltas.localCheckpoint(eager=False)
+            # its plan does not carry (and recompute) this relation's whole evaluation.
+            deltas = deltas.localCheckpoint()
             state = state.unionByName(deltas, allowMissingColumns=True)
         earlier.append(deltas)
     if not earlier:
