@@ -35,7 +35,7 @@ from cumulus.store.files import Batch, committed_batches
 from cumulus.store.lock import apply_lock
 from cumulus.store.maps import entries_columns, maps_table, versioned
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import META, ensure_table, events_table, qualified
+from cumulus.store.tables import META, ddl_type, ensure_table, events_table, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -174,8 +174,7 @@ def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = N
 def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
     """Append the record's current state: an append commits in a fraction of a MERGE's
     time, and apply_records keeps the latest state per batch."""
-    ddl = ", ".join(f"{c} {t}" for c, t in APPLIES_COLUMNS)
-    local_frame(spark, [record.as_row()], ddl).writeTo(applies_table(settings)).append()
+    local_frame(spark, [record.as_row()], ddl_type(APPLIES_COLUMNS)).writeTo(applies_table(settings)).append()
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:

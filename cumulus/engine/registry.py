@@ -16,7 +16,7 @@ from cumulus.schema import Schema
 from cumulus.spark.local import local_frame
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import META, ensure_table, qualified
+from cumulus.store.tables import META, ddl_type, ensure_table, qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,8 +89,7 @@ def is_registered(rows: list[RegisteredView], name: str) -> bool:
 
 def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
     """Append a row to the registry (a view added, or the `dropped` row of one)."""
-    ddl = ", ".join(f"{c} {t}" for c, t in VIEWS_COLUMNS)
-    local_frame(spark, [astuple(view)], ddl).writeTo(views_table(settings)).append()
+    local_frame(spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
 
 
 def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:

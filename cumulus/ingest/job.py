@@ -292,7 +292,8 @@ def _ingest_new(
     fault_point("before-commit")
 
     props = _batch_props(src, epoch, batch_id)
-    files_df = local_frame(spark,
+    files_df = local_frame(
+        spark,
         [(f.index, f.path, f.checksum, f.unit, unit_base[f.unit]) for f in files],
         "__file INT, __path STRING, __checksum STRING, __unit_of_file INT, __ubase BIGINT",
     )

@@ -197,5 +197,5 @@ def _judge_on_driver(
             low = min(low, level)
     if not rejected:
         return batch.where(F.lit(False))
-    at = local_frame(batch.sparkSession, rejected, ", ".join(f"{c} {batch.schema[c].dataType.simpleString()}" for c in ("__unit", "__pos")))
+    at = local_frame(batch.sparkSession, rejected, batch.select("__unit", "__pos").schema)
     return batch.join(F.broadcast(at), ["__unit", "__pos"], "left_semi").select(*batch.columns)

@@ -150,7 +150,7 @@ def ledger_view_sql(settings: Settings) -> str:
 
 
 def ddl_type(columns: Sequence[tuple[str, str]]) -> str:
-    """A Spark DDL schema string ("a STRING, b BIGINT"), e.g. for createDataFrame."""
+    """A Spark DDL schema string ("a STRING, b BIGINT"), e.g. for local_frame."""
     return ", ".join(f"`{name}` {type_}" for name, type_ in columns)
 
 
