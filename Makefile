@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-main test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
+.PHONY: setup test test-main test-slow test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
 
 setup:
 	bash scripts/setup.sh
@@ -18,6 +18,9 @@ test: setup
 
 test-main: setup
 	$(PY) -m pytest tests -m "not slow and not corpus" --durations=15 $(ARGS)
+
+test-slow: setup
+	$(PY) -m pytest tests -m slow -n 2 --dist loadfile --durations=15 $(ARGS)
 
 test-corpus: setup
 	$(PY) -m pytest tests -m corpus $(ARGS)
