@@ -35,7 +35,7 @@ RUN jars="$(.venv/bin/python -c 'import pyspark, os; print(os.path.join(os.path.
         "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-aws-bundle/${ICEBERG_VERSION}/iceberg-aws-bundle-${ICEBERG_VERSION}.jar"
 
 # The code, then setup.sh for the rest: the editable install and .cache/jars (the
-# relocated Jackson jar and the links spark_session puts on spark.jars).
+# relocated Jackson jar and the links to the jars a Spark session needs).
 COPY . .
 RUN bash scripts/setup.sh \
     && mkdir -p "$CUMULUS_HOME" "$AIRFLOW_HOME"

@@ -48,13 +48,14 @@ def spark_submit() -> Path:
 
 def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> ServerPlan:
     """The spark-submit command and environment of the server (pure: no process started)."""
+    from cumulus.spark.jars import spark_jars
     from cumulus.spark.session import spark_conf
 
     conf = spark_conf(settings, app_name="cumulus-sql-server")
-    # spark.jars reach the driver through a child class loader that the server's JDBC
-    # sessions do not use (their catalog lookup fails with ClassNotFoundException:
-    # SparkCatalog): put them on the driver's own class path as well.
-    conf["spark.driver.extraClassPath"] = ":".join(conf["spark.jars"].split(","))
+    # The server's JDBC sessions do not use spark.jars' child class loader (on a cluster,
+    # their catalog lookup fails with ClassNotFoundException: SparkCatalog): the jars go
+    # on the driver's own class path there too.
+    conf["spark.driver.extraClassPath"] = os.pathsep.join(map(str, spark_jars(settings.catalog_uri)))
     command = [str(spark_submit()), "--class", THRIFT_SERVER_CLASS, "--name", "cumulus-sql-server"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

@@ -6,7 +6,7 @@ JVM maps those classes instead of loading and verifying them from Spark's jars: 
 start (a CLI command, a spark-submitted step) takes seconds less. scripts/setup.sh runs
 this when the archive for the installed pyspark and Java is missing (about 90 s).
 
-    .venv/bin/python scripts/class_archive.py [--out PATH]   (default: class_archive())
+    .venv/bin/python scripts/class_archive.py [--out PATH | --where]
 """
 
 from __future__ import annotations
@@ -48,16 +48,30 @@ def workload(home: Path) -> None:
     engine.spark.sql("SELECT * FROM views.order_priority_mix").collect()
 
 
-def main(argv: list[str] | None = None) -> int:
+def default_out() -> Path | None:
+    """The archive of the workload's class path (an embedded home: SQLite catalog, local
+    master), which every such home's driver JVM then maps."""
+    from cumulus.config import Settings
     from cumulus.spark.jars import class_archive
+    from cumulus.spark.session import driver_class_path
+
+    return class_archive(driver_class_path(Settings(home=Path(tempfile.gettempdir()) / "cumulus-class-archive")))
+
+
+def main(argv: list[str] | None = None) -> int:
     from cumulus.spark.session import DUMP_ARCHIVE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=class_archive())
+    parser.add_argument("--out", type=Path, help="where to write it (default: the path --where prints)")
+    parser.add_argument("--where", action="store_true", help="print where the archive goes, and stop")
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)  # the workload's run
     args = parser.parse_args(argv)
     if args.home:
         workload(args.home)
+        return 0
+    args.out = args.out or default_out()
+    if args.where:
+        print(args.out)
         return 0
     if args.out is None:
         print("class_archive: the Java version is unknown (no `release` file beside `java`); no archive",

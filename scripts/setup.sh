@@ -6,7 +6,7 @@
 #   2. uv, the project venv (.venv, Python 3.11) and its packages (skipped when a stamp
 #      of requirements.txt + pyproject.toml matches), compiled to bytecode once
 #   3. .cache/jars/: the relocated Jackson jar Iceberg needs (built once, see
-#      docs/STACK.md) and links to every jar the Spark session puts on spark.jars
+#      docs/STACK.md) and links to every jar a Spark session needs
 #   4. web/node_modules: the scripts, styles and fonts of the reports (web/package.json,
 #      from the npm registry), so Data Docs render with no network
 # A second run takes a few seconds. Safe without a terminal (CI=true, no stdin).
@@ -165,12 +165,14 @@ else
 fi
 
 # --- 5. the driver JVM's class-data archive (docs/STACK.md, "A cold JVM") -------------
-archive="$("$PY" -c 'from cumulus.spark.jars import class_archive; print(class_archive())')"
+archive="$("$PY" "$ROOT/scripts/class_archive.py" --where)"
 if [ "$archive" != "None" ] && [ -s "$archive" ]; then
     say "class-data archive: ok"
 else
     say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about 90 s)"
     "$PY" "$ROOT/scripts/class_archive.py" || say "class-data archive not built: JVMs start without it (slower)"
+    # older archives (another pyspark, Java or class path) no JVM here maps any more
+    find "$(dirname "$archive")" -maxdepth 1 -name 'spark-*.jsa' ! -path "$archive" -delete 2>/dev/null || true
 fi
 
 say "done: jars in ${JARS#"$ROOT"/}, venv in .venv, web assets in web/node_modules, class archive in ${archive#"$ROOT"/}"

@@ -2,7 +2,7 @@
 (fresh values on the main branch).
 
     python spark_jobs/apply.py --home H --source S [--epoch N]
-    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/apply.py --home H --source S
+    spark-submit --master 'local[2]' $JARS spark_jobs/apply.py --home H --source S
 
 The same as `cumulus --home H apply --source S [--epoch N]` (jars: see
 spark_jobs/ingest.py). Exactly once per batch: a rerun skips what was applied. Exit

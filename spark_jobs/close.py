@@ -4,7 +4,7 @@ the file manifest and the late files (folders of the pipeline's landing layout t
 missed the epoch; cumulus.pipeline.epochs.late_entries).
 
     python spark_jobs/close.py --home H [--epoch N]
-    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/close.py --home H --epoch N
+    spark-submit --master 'local[2]' $JARS spark_jobs/close.py --home H --epoch N
 
 `cumulus --home H epoch close [--epoch N]` plus that record (jars: see
 spark_jobs/ingest.py). Safe to rerun: a closed epoch is left as it is and its record

@@ -2,10 +2,11 @@
 
     python spark_jobs/ingest.py --home H --source S [--input-format F] [--relation R] [PATH...]
 
-    # spark-submit starts the JVM first, so the jars must be on its command line:
-    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.jars
-    import spark_jars; print(",".join(map(str, spark_jars(load_settings("H").catalog_uri))))')
-    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/ingest.py --home H --source S
+    # spark-submit starts the JVM first, so the jars must be on its command line (the
+    # driver's class path with a local master, spark.jars on a cluster):
+    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.session import
+    jar_conf; print(" ".join(f"--conf {k}={v}" for k, v in jar_conf(load_settings("H")).items()))')
+    spark-submit --master 'local[2]' $JARS spark_jobs/ingest.py --home H --source S
 
 The same as `cumulus --home H ingest ...`; exit status 0 on success, 2 on a refused
 batch (error threshold) or any other Cumulus error.

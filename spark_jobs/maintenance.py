@@ -2,7 +2,7 @@
 no tag (epoch-N) or retention keeps (cumulus/store/maintenance.py).
 
     python spark_jobs/maintenance.py --home H [--retain-last N] [--retain-for 7d] [--no-compact]
-    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/maintenance.py --home H
+    spark-submit --master 'local[2]' $JARS spark_jobs/maintenance.py --home H
 
 The same as `cumulus --home H maintenance ...` (jars: see spark_jobs/ingest.py); the
 defaults come from [pipeline] in the home's cumulus.toml. Exit status 0 on success, 2

@@ -3,10 +3,11 @@ recomputation oracle), write its Data Docs report and publish or fail it in the 
 
     python spark_jobs/validate.py --home H [--epoch N] [--expectations DIR]
 
-    # spark-submit starts the JVM first, so the jars must be on its command line:
-    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.jars
-    import spark_jars; print(",".join(map(str, spark_jars(load_settings("H").catalog_uri))))')
-    spark-submit --master 'local[2]' --jars "$JARS" spark_jobs/validate.py --home H --epoch N
+    # spark-submit starts the JVM first, so the jars must be on its command line (the
+    # driver's class path with a local master, spark.jars on a cluster):
+    JARS=$(python -c 'from cumulus.config import load_settings; from cumulus.spark.session import
+    jar_conf; print(" ".join(f"--conf {k}={v}" for k, v in jar_conf(load_settings("H")).items()))')
+    spark-submit --master 'local[2]' $JARS spark_jobs/validate.py --home H --epoch N
 
 The same as `cumulus --home H validate ...`. Exit status: 0 the epoch passed (ledger:
 published; also when it was published before), 1 it failed validation (ledger:

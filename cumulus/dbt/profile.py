@@ -4,7 +4,7 @@ so dbt sees the same Iceberg catalog, jars and warehouse as the engine.
 
 dbt-spark builds its session with `SparkSession.builder.enableHiveSupport()`, applies the
 `server_side_parameters` one by one and calls `getOrCreate()` (dbt/adapters/spark/session.py);
-PySpark passes them to the JVM it launches, so `spark.jars` and the driver options take
+PySpark passes them to the JVM it launches, so the driver's class path and options take
 effect. Two settings are added (see profile()): no Hive metastore, and a quieter Spark log. The profile is written to
 `<home>/dbt/profiles.yml` (it holds absolute paths and possibly the catalog password, so
 it lives with the home, not in the repository), next to dbt's target/ and logs/."""

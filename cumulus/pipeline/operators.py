@@ -5,8 +5,8 @@ folders (cumulus.pipeline.jobs), so a rerun of any task is safe. When the home's
 engine runs (`cumulus engine serve`), the step is handed to it and the task follows its
 log; otherwise the task runs it with spark-submit (SparkSubmitOperator), same result.
 
-spark-submit starts the JVM before Python runs, so the jars (the list
-`cumulus.spark.jars.spark_jars` gives) go on its command line. The master comes from
+spark-submit starts the JVM before Python runs, so the jars and the driver's options
+(`cumulus.spark.session.jar_conf` and `driver_java_options`) go on its command line. The master comes from
 the Airflow connection `[pipeline] spark_conn_id` (conn type `spark`, host `local[*]` or
 `spark://host:7077`); when no such connection is defined the Cumulus settings' master is
 used, so the embedded default needs no Airflow setup. The job's session is built by
@@ -118,8 +118,7 @@ class CumulusSparkJob(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from cumulus.config import load_settings
         from cumulus.pipeline.config import load_pipeline_config
-        from cumulus.spark.jars import spark_jars
-        from cumulus.spark.session import driver_java_options
+        from cumulus.spark.session import driver_java_options, jar_conf
 
         settings = load_settings(self.home)
         cfg = load_pipeline_config(self.home)
@@ -131,10 +130,10 @@ class CumulusSparkJob(SparkSubmitOperator):
         self.application_args = [*args, *self.job_args]
         if self._handed_to_engine(context, settings, cfg.engine_wait.total_seconds(), epoch):
             return
-        self.jars = ",".join(str(p) for p in spark_jars(settings.catalog_uri))
-        # The driver JVM starts before the job's Python builds its session: its options
-        # (the class-data archive) go on the command line.
-        self.conf = {"spark.driver.extraJavaOptions": driver_java_options(settings), **(self.conf or {})}
+        # The driver JVM starts before the job's Python builds its session: its class path
+        # and options (the class-data archive) go on the command line.
+        self.conf = {**jar_conf(settings), "spark.driver.extraJavaOptions": driver_java_options(settings),
+                     **(self.conf or {})}
         self.env_vars = {**job_environment(settings), **(self.env_vars or {})}
         ensure_spark_connection(self.conn_id, settings.spark_master)
         self.log.info("epoch %s source %s: %s: spark-submit %s %s", epoch, self.source or "-", self.job,

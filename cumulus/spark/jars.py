@@ -1,6 +1,6 @@
-"""Finds the jars the Spark session puts on spark.jars: the Iceberg runtime, the relocated
-Jackson jar built by scripts/setup.sh, and the JDBC drivers of the catalog; and the
-driver JVM's class-data archive.
+"""Finds the jars a Spark session needs (the Iceberg runtime, the relocated Jackson jar
+built by scripts/setup.sh, and the JDBC driver of the catalog) and the driver JVM's
+class-data archive for a class path.
 
 Looks in $CUMULUS_JARS_DIR, else the repository's .cache/jars (filled by `make setup`),
 then falls back to the installed packages (the runtime) and /usr/share/java (drivers).
@@ -8,7 +8,9 @@ then falls back to the installed packages (the runtime) and /usr/share/java (dri
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from cumulus.errors import ConfigError
@@ -55,17 +57,26 @@ def jdbc_driver_jar(name: str) -> Path | None:
     return system if system.is_file() else None
 
 
-def class_archive() -> Path | None:
-    """Where the driver JVM's class-data archive is (scripts/class_archive.py builds it;
-    docs/STACK.md): $CUMULUS_CLASS_ARCHIVE, else .cache/jvm/spark-<pyspark>-java-<java>.jsa
-    (an archive is valid for one JVM and one class path only); None when the Java
-    version is unknown (no archive then: another JVM might not even take the options)."""
+def class_archive(class_path: Sequence[Path]) -> Path | None:
+    """Where the class-data archive of a driver JVM with `class_path` (the jars before
+    Spark's own) is: $CUMULUS_CLASS_ARCHIVE, else
+    .cache/jvm/spark-<pyspark>-java-<java>-<class path's hash>.jsa (scripts/class_archive.py
+    builds it; docs/STACK.md, "A cold JVM"). An archive holds for one JVM and one class
+    path, jars' sizes and times included, and a JVM ignores a mismatched one silently: the
+    name changes with any of them, so a stale archive is missing, not quietly useless.
+    None when the Java version is unknown (another JVM might not even take the options)."""
     if found := os.environ.get("CUMULUS_CLASS_ARCHIVE"):
         return Path(found)
     import pyspark
 
     java = _java_version()
-    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{java}.jsa" if java else None
+    if not java:
+        return None
+    digest = hashlib.sha256()
+    for jar in class_path:
+        stat = jar.stat()
+        digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{java}-{digest.hexdigest()[:12]}.jsa"
 
 
 def _java_version() -> str | None:
@@ -84,20 +95,25 @@ def _java_version() -> str | None:
 
 
 def spark_jars(catalog_uri: str) -> list[Path]:
-    """Every jar a session needs for a catalog at `catalog_uri`, or a ConfigError that says
-    which are missing and to run `make setup`."""
-    wanted = {
+    """Every jar a session needs for a catalog at `catalog_uri` (the catalog's JDBC driver
+    must be there; the other driver goes along when installed, so the class path, and so
+    the class-data archive, is one for both catalogs), or a ConfigError that says which
+    are missing and to run `make setup`."""
+    needed = {ICEBERG_RUNTIME, ICEBERG_JACKSON}
+    if catalog_uri.startswith("jdbc:sqlite:"):
+        needed.add(SQLITE_JDBC)
+    elif catalog_uri.startswith("jdbc:postgresql:"):
+        needed.add(POSTGRESQL_JDBC)
+    found = {
         ICEBERG_RUNTIME: iceberg_runtime_jar(),
         ICEBERG_JACKSON: iceberg_jackson_jar(),
+        SQLITE_JDBC: jdbc_driver_jar(SQLITE_JDBC),
+        POSTGRESQL_JDBC: jdbc_driver_jar(POSTGRESQL_JDBC),
     }
-    if catalog_uri.startswith("jdbc:sqlite:"):
-        wanted[SQLITE_JDBC] = jdbc_driver_jar(SQLITE_JDBC)
-    elif catalog_uri.startswith("jdbc:postgresql:"):
-        wanted[POSTGRESQL_JDBC] = jdbc_driver_jar(POSTGRESQL_JDBC)
-    missing = [name for name, path in wanted.items() if path is None]
+    missing = [name for name, path in found.items() if path is None and name in needed]
     if missing:
         raise ConfigError(
             f"Spark jars not found: {', '.join(missing)} (looked in {jars_dir()}). "
             "Run `make setup` (scripts/setup.sh) to install and build them."
         )
-    return [path for path in wanted.values() if path is not None]
+    return [path for path in found.values() if path is not None]

@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -28,16 +29,32 @@ JVM_OPTIONS = "CUMULUS_JVM_OPTIONS"
 CODEGEN_CACHE = 1000  # compiled classes a session keeps (Spark's default: 100)
 
 
+def driver_class_path(settings: Settings) -> list[Path]:
+    """The jars on the driver JVM's own class path: all of them with a local master, whose
+    executor runs in the driver's JVM; none on a cluster, whose executors fetch them from
+    spark.jars. (On spark.jars, a local SparkContext copies every jar, 43 MB, into its
+    temporary directory at each start, and a killed process leaves the copy in /tmp; its
+    classes load through a child class loader, outside the class-data archive.)"""
+    return spark_jars(settings.catalog_uri) if settings.is_local else []
+
+
+def jar_conf(settings: Settings) -> dict[str, str]:
+    """Where a session of `settings` gets its jars: the driver's class path (local masters)
+    or spark.jars (clusters)."""
+    if settings.is_local:
+        return {"spark.driver.extraClassPath": os.pathsep.join(map(str, driver_class_path(settings)))}
+    return {"spark.jars": ",".join(map(str, spark_jars(settings.catalog_uri)))}
+
+
 def driver_java_options(settings: Settings) -> str:
     """The driver JVM's options: Derby's home inside the Cumulus home, and the class-data
-    archive of Spark's classes that makes a cold start cheap (docs/STACK.md, "A cold
-    JVM") when scripts/setup.sh has built it; a JVM whose class path does not match it
-    ignores it, silently (the JVM's own log is off but for errors, on stderr); then
-    $CUMULUS_JVM_OPTIONS."""
+    archive of its class path that makes a cold start cheap (docs/STACK.md, "A cold JVM")
+    when scripts/setup.sh has built it (the JVM's own log is off but for errors, on
+    stderr); then $CUMULUS_JVM_OPTIONS."""
     options = [f"-Dderby.system.home={settings.home / 'derby'}"]
     if dump := os.environ.get(DUMP_ARCHIVE):
         options += [f"-XX:ArchiveClassesAtExit={dump}", "-Xlog:disable", "-Xlog:all=error:stderr"]
-    elif (archive := class_archive()) is not None and archive.is_file():
+    elif (archive := class_archive(driver_class_path(settings))) is not None and archive.is_file():
         options += ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}", "-Xlog:disable", "-Xlog:all=error:stderr"]
     options += os.environ.get(JVM_OPTIONS, "").split()
     return " ".join(options)
@@ -50,7 +67,7 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
     conf = {
         "spark.master": settings.spark_master,
         "spark.app.name": app_name,
-        "spark.jars": ",".join(str(p) for p in spark_jars(settings.catalog_uri)),
+        **jar_conf(settings),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         cat: "org.apache.iceberg.spark.SparkCatalog",
         f"{cat}.type": "jdbc",

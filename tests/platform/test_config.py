@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def test_spark_conf_wires_the_catalog(tmp_path, monkeypatch):
     for name in (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC):
         (jar_dir / name).write_bytes(b"")
     monkeypatch.setenv("CUMULUS_JARS_DIR", str(jar_dir))
+    monkeypatch.setattr(jars, "SYSTEM_JARS", tmp_path / "no-system-jars")
     s = Settings(home=tmp_path / "home", spark_conf={"spark.driver.memory": "2g"})
     conf = spark_conf(s, app_name="t")
     assert conf["spark.sql.defaultCatalog"] == "cumulus"
@@ -87,9 +89,11 @@ def test_spark_conf_wires_the_catalog(tmp_path, monkeypatch):
     assert conf["spark.sql.catalog.cumulus.jdbc.schema-version"] == "V1"
     assert conf["spark.sql.catalog.cumulus.uri"] == s.catalog_uri
     assert conf["spark.sql.catalog.cumulus.warehouse"] == str(tmp_path / "home" / "warehouse")
-    assert conf["spark.jars"].split(",") == [
+    # a local master: the jars on the driver's class path (no copy per SparkContext), not spark.jars
+    assert conf["spark.driver.extraClassPath"].split(os.pathsep) == [
         str(jar_dir / n) for n in (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC)
     ]
+    assert "spark.jars" not in conf
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.driver.memory"] == "2g"
@@ -122,10 +126,63 @@ def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypa
     assert driver_java_options(s).split()[-3:] == ["-Xlog:all=error:stderr", "-XX:TieredStopAtLevel=1", "-Xss4m"]
 
 
+def test_the_class_archive_is_named_by_its_class_path(tmp_path, monkeypatch):
+    """A JVM silently ignores an archive dumped with another class path (or another jar
+    at the same path): the name carries the class path, sizes and times included, so a
+    stale archive is missing (setup builds it again) rather than quietly useless."""
+    monkeypatch.delenv("CUMULUS_CLASS_ARCHIVE", raising=False)
+    monkeypatch.setattr(jars, "_java_version", lambda: "17.0.15")
+    a, b = tmp_path / "a.jar", tmp_path / "b.jar"
+    a.write_bytes(b"a")
+    b.write_bytes(b"b")
+    first = jars.class_archive([a, b])
+    assert first == jars.class_archive([a, b]) and first.name.startswith("spark-") and first.suffix == ".jsa"
+    assert len({first, jars.class_archive([a]), jars.class_archive([b, a]), jars.class_archive([])}) == 4
+    a.write_bytes(b"a, rebuilt")
+    assert jars.class_archive([a, b]) != first
+    monkeypatch.setenv("CUMULUS_CLASS_ARCHIVE", str(tmp_path / "mine.jsa"))
+    assert jars.class_archive([a, b]) == tmp_path / "mine.jsa"
+
+
+def test_a_cluster_gets_the_jars_through_spark_jars(tmp_path, monkeypatch):
+    """Executors of a cluster fetch the jars from spark.jars; the driver's class path
+    (and so its class-data archive) stays Spark's own."""
+    from cumulus.spark.session import driver_class_path
+
+    jar_dir = tmp_path / "jars"
+    jar_dir.mkdir()
+    for name in (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC):
+        (jar_dir / name).write_bytes(b"")
+    monkeypatch.setenv("CUMULUS_JARS_DIR", str(jar_dir))
+    s = Settings(home=tmp_path / "home", spark_master="spark://host:7077")
+    conf = spark_conf(s)
+    assert conf["spark.jars"].split(",")[0] == str(jar_dir / jars.ICEBERG_RUNTIME)
+    assert "spark.driver.extraClassPath" not in conf and driver_class_path(s) == []
+
+
 def test_missing_jars_ask_for_make_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("CUMULUS_JARS_DIR", str(tmp_path / "empty"))
     with pytest.raises(ConfigError, match=r"iceberg-jackson-shaded\.jar.*make setup"):
         spark_conf(Settings(home=tmp_path))
+
+
+def test_both_catalogs_share_one_class_path(tmp_path, monkeypatch):
+    """Each JDBC driver that is installed goes on the class path, whichever catalog the
+    home uses (one class path, one class-data archive); the catalog's own is required."""
+    jar_dir = tmp_path / "jars"
+    jar_dir.mkdir()
+    names = (jars.ICEBERG_RUNTIME, jars.ICEBERG_JACKSON, jars.SQLITE_JDBC, jars.POSTGRESQL_JDBC)
+    for name in names:
+        (jar_dir / name).write_bytes(b"")
+    monkeypatch.setenv("CUMULUS_JARS_DIR", str(jar_dir))
+    monkeypatch.setattr(jars, "SYSTEM_JARS", tmp_path / "no-system-jars")
+    everything = [jar_dir / n for n in names]
+    assert jars.spark_jars("jdbc:sqlite:/h/catalog.db") == everything
+    assert jars.spark_jars("jdbc:postgresql://db:5432/cumulus") == everything
+    (jar_dir / jars.POSTGRESQL_JDBC).unlink()
+    assert jars.spark_jars("jdbc:sqlite:/h/catalog.db") == everything[:3]
+    with pytest.raises(ConfigError, match=r"postgresql\.jar.*make setup"):
+        jars.spark_jars("jdbc:postgresql://db:5432/cumulus")
 
 
 def test_pyiceberg_follows_an_object_store_warehouse(tmp_path):
