@@ -9,8 +9,8 @@ setup:
 	bash scripts/setup.sh
 
 # Every test (the main suite and the slow and corpus tiers) on two pytest-xdist workers,
-# a file's tests on one (the files with the most tests first, then the long single-test
-# files in tests/conftest.py's LONGEST_FIRST order): what CI runs.
+# a file's tests on one (the longest files first, in tests/conftest.py's LONGEST_FIRST
+# order, then the files with the most tests; each worker one file ahead): what CI runs.
 # test-main runs the main suite alone (every marker but slow and corpus), test-corpus the
 # engine over the whole view corpus.
 test: setup

@@ -9,6 +9,7 @@ that uses `spark`, or lives in tests/spark/, is marked `spark`, so the unit tier
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,25 +21,62 @@ from cumulus.config import Settings
 TESTS = Path(__file__).resolve().parent
 
 
-# The longest test files, longest first (minutes each on 2 cores). Run serially, they come
-# first. `make test`'s pytest-xdist (--dist loadfile, a file's tests on one worker) sends
-# the files with the most tests first; these single-test files follow, in this order, and
-# the suite's many short tests fill the time the Airflow and kill-loop tests spend waiting.
-# A file missing here only runs later; a wrong order costs minutes, never a result.
+# The longest test files, longest first (minutes each on 2 cores): they start first, so
+# the longest does not start last (the order is the scheduler's below). The files after
+# them go by their number of selected tests, most first; the suite's many short tests fill
+# the time the Airflow and kill-loop tests spend waiting. A file missing here only runs
+# later; a wrong order costs minutes, never a result.
 LONGEST_FIRST = [
     "engine/test_kill_loop.py", "engine/test_epochs.py", "airflow/test_epoch_dag.py",
-    "engine/test_parallel_applies.py", "airflow/test_airflow_standalone.py", "engine/test_repair_and_faults.py",
-    "engine/test_cluster.py", "airflow/test_warm_engine.py",
+    "airflow/test_airflow_standalone.py", "engine/test_cluster.py", "engine/test_parallel_applies.py",
+    "engine/test_repair_and_faults.py", "airflow/test_warm_engine.py",
 ]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    # Before `-m` deselects (the `spark` marker must be there), then the order of what is left.
     for item in items:
         in_spark_dir = (TESTS / "spark") in Path(str(item.path)).parents
         if in_spark_dir or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+    result = yield
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0].removeprefix("tests/"), len(rank)))
+    per_file = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        return rank.get(path.removeprefix("tests/"), len(rank)), -per_file[path]
+
+    items.sort(key=order)
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` (a file's tests on one worker) in the order above, each worker
+    holding one file ahead at most. pytest-xdist's own gives a worker another file once
+    two or fewer of its tests are left (xdist/scheduler/loadscope.py), and reorders files
+    by their number of tests: the kill loop started minutes late, and a worker ending a
+    file of several tests took two single-test files (minutes each) behind it; the other
+    worker then idled 5 of the slow tier's 17 minutes. A worker still needs one test
+    ahead of the one it runs (it tears fixtures down by the next), so one is kept."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneFileAhead(LoadFileScheduling):
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+    config.option.loadscopereorder = False  # the order is pytest_collection_modifyitems'
+    return OneFileAhead(config, log)
 
 
 # The driver JVMs of the tests (this process's and every process it starts) compile with
