@@ -4,7 +4,7 @@ sources, views, two epochs of ingest, apply, close, maintenance, a Spark SQL rea
 JVM that writes every class it loaded to the archive when it exits. Every later driver
 JVM maps those classes instead of loading and verifying them from Spark's jars: a cold
 start (a CLI command, a spark-submitted step) takes seconds less. scripts/setup.sh runs
-this when the archive for the installed pyspark and Java is missing (about 90 s).
+this when the archive for the installed pyspark, Java and jars is missing (about 70 s).
 
     .venv/bin/python scripts/class_archive.py [--out PATH | --where]
 """

@@ -1,6 +1,6 @@
 """Finds the jars a Spark session needs (the Iceberg runtime, the relocated Jackson jar
-built by scripts/setup.sh, and the JDBC driver of the catalog) and the driver JVM's
-class-data archive for a class path.
+built by scripts/setup.sh, and the JDBC drivers) and the driver JVM's class-data archive
+for a class path.
 
 Looks in $CUMULUS_JARS_DIR, else the repository's .cache/jars (filled by `make setup`),
 then falls back to the installed packages (the runtime) and /usr/share/java (drivers).
