@@ -28,9 +28,9 @@ def interactive(stream=None) -> bool:
 class _StatusHandler(logging.Handler):
     """INFO lines update the status line; WARNING and above print above it."""
 
-    def __init__(self, console, status, started: float):
+    def __init__(self, console, spinner, started: float):
         super().__init__(logging.INFO)
-        self.console, self.status, self.started = console, status, started
+        self.console, self.spinner, self.started = console, spinner, started
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -40,7 +40,7 @@ class _StatusHandler(logging.Handler):
                 self.console.print(f"[{style}]{record.levelname.lower()}[/]: {message}", markup=True, highlight=False)
             else:
                 seconds = time.monotonic() - self.started
-                self.status.update(f"{_escape(message)}  [dim]{seconds:.0f} s[/]")
+                self.spinner.update(text=f"{_escape(message)}  [dim]{seconds:.0f} s[/]")
         except Exception:  # noqa: BLE001 - a progress line must never break the command
             self.handleError(record)
 
@@ -60,12 +60,19 @@ def command_progress(level: int = logging.INFO, live: bool = True, console=None)
         yield
         return
     from rich.console import Console
+    from rich.live import Live
+    from rich.spinner import Spinner
 
     console = console or Console(stderr=True)
     root = logging.getLogger()
     handlers, old_level = list(root.handlers), root.level
-    with console.status("working", spinner="dots") as status:
-        root.handlers[:] = [_StatusHandler(console, status, time.monotonic())]
+    spinner = Spinner("dots", "working", style="status.spinner")
+    # The command's stdout goes where it goes (a pipe, a file): rich's Live would send it to
+    # the terminal above the status line, so it only does when stdout is that terminal too.
+    stdout_on_screen = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    with Live(spinner, console=console, transient=True, refresh_per_second=12.5,
+              redirect_stdout=stdout_on_screen, redirect_stderr=False):
+        root.handlers[:] = [_StatusHandler(console, spinner, time.monotonic())]
         root.setLevel(level)
         try:
             yield

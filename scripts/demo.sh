@@ -2,8 +2,9 @@
 # The demo (README's first command, via `make demo`): a TPC-H event stream from
 # tpchgen-cli (two sources, inserts and deletes) runs epoch by epoch through the real
 # cumulus_epoch Airflow DAG (`airflow dags test`: ingest, apply, close, validate,
-# publish; its Spark steps handed to the home's warm engine), then the dbt DAG; after each epoch it prints the views' stable results, the
-# validation outcome and where the report is.
+# publish; its Spark steps handed to the home's warm engine), then the dbt DAG. Each run
+# draws a progress bar of its tasks (scripts/demo_dag.py); an epoch's views print at its
+# tag as soon as its close ends, then the ledger, the validation outcome and the report.
 #
 #   DEMO_DIR=.cumulus/demo  DEMO_SCALE=0.01  DEMO_EPOCHS=3  DEMO_FRACTION=0.01  bash scripts/demo.sh
 #
@@ -31,14 +32,6 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 T0=$(date +%s)
 step() { printf '\n\033[1m== [%3ds] %s\033[0m\n' "$(( $(date +%s) - T0 ))" "$*"; }
 say() { printf '   %s\n' "$*"; }
-# Follow an `airflow dags test` log: one line per finished or skipped task.
-progress() {
-    grep --line-buffered -E '\[DAG TEST\] end task|: skipped \(|DagRun Finished' \
-    | sed -u -E -e 's/.*end task task_id=([^ ]+) map_index=(-1|([0-9]+)).*/   task \1[\3] done/' \
-                -e 's/\[\]//' \
-                -e 's/.*(epoch [0-9]+ source [^:]+: [a-z]+: skipped \([^)]*\)).*/   \1/' \
-                -e 's/.*DagRun Finished: .*state=([a-z]+),.*/   run \1/'
-}
 date_of() { "$VENV_BIN/python" -c "import datetime as d; print((d.datetime.fromisoformat('$START') + d.timedelta(days=$1)).isoformat())"; }
 
 step "1/6 TPC-H event stream: scale $SCALE, $EPOCHS epochs, ${FRACTION} of lineitem changed per epoch"
@@ -53,6 +46,10 @@ python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql
     "${view_args[@]}" --spark-master "local[2]" \
     --pipeline "start=$START" --pipeline epoch_interval=1d --pipeline late_timeout=5m \
     --pipeline poke_interval=10s --pipeline retry_delay=10s 2>"$DEMO/logs/home.log" | sed 's/^/   /'
+
+# cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
+# publish, and a wait, an ingest and an apply per source.
+TASKS=$(( 5 + 3 * $(cumulus source list --format csv | tail -n +2 | wc -l) ))
 
 step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME), the catalog writers' pool, the warm engine"
 airflow db migrate >"$DEMO/logs/airflow-db.log" 2>&1
@@ -73,18 +70,12 @@ say "warm engine up: $(cumulus engine status --format csv | awk -F, '$1=="url" {
 for n in $(seq 1 "$EPOCHS"); do
     when="$(date_of "$n")"
     step "4/6 Epoch $n: airflow dags test cumulus_epoch $when --conf '{\"epoch\": $n}'"
-    log="$DEMO/logs/cumulus_epoch-$n.log"
-    if ! airflow dags test cumulus_epoch "$when" --conf "{\"epoch\": $n}" 2>&1 | tee "$log" | progress; then :; fi
-    if grep -q "DagRun Finished: .*state=failed" "$log" || ! grep -q "DagRun Finished" "$log"; then
-        echo "   the run failed; its log: $log" >&2
-        exit 1
-    fi
+    # A progress bar of the run's tasks; the views print at tag epoch-N as soon as the
+    # close task ends (scripts/demo_dag.py), while validation runs.
+    python scripts/demo_dag.py --log "$DEMO/logs/cumulus_epoch-$n.log" --tasks "$TASKS" \
+        --views "$n" "${VIEWS[@]}" -- airflow dags test cumulus_epoch "$when" --conf "{\"epoch\": $n}"
+    say ""
     cumulus epoch status | sed 's/^/   /'
-    for v in "${VIEWS[@]}"; do
-        say ""
-        say "view $v at tag epoch-$n (cumulus read $v --stable):"
-        cumulus read "$v" --epoch "$n" --format table | head -n 12 | sed 's/^/     /'
-    done
     say ""
     # The quality report ends with the path of the epoch's Data Docs page.
     if ! cumulus quality report --epoch "$n" 2>/dev/null | sed 's/^/   /'; then
@@ -95,13 +86,8 @@ done
 
 step "5/6 dbt on the published snapshot: airflow dags test cumulus_dbt"
 log="$DEMO/logs/cumulus_dbt.log"
-airflow dags test cumulus_dbt "$(date_of "$EPOCHS")" 2>&1 | tee "$log" | progress || true
-if grep -q "DagRun Finished: .*state=success" "$log"; then
-    say "dbt: success: staging and marts rebuilt at the last epoch (log: $log)"
-else
-    echo "   dbt did not succeed; its log: $log" >&2
-    exit 1
-fi
+python scripts/demo_dag.py --log "$log" -- airflow dags test cumulus_dbt "$(date_of "$EPOCHS")"
+say "dbt: success: staging and marts rebuilt at the last epoch (log: $log)"
 
 step "6/6 Done in $(( $(date +%s) - T0 )) s. Everything is in $DEMO"
 cat <<EOF

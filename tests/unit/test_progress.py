@@ -57,3 +57,14 @@ def test_a_command_output_stays_apart_from_its_progress(capsys, caplog) -> None:
         assert run_step(step) == 0
     out, _ = capsys.readouterr()
     assert out == "epoch,state\n1,closed\n" and "epoch 1: tag 10 tables" in caplog.text  # not a terminal: log lines
+
+
+def test_on_a_terminal_a_piped_stdout_still_gets_the_output(capsys) -> None:
+    """`cumulus read V --format csv | ...` in a terminal: the rows go down the pipe, not
+    to the screen above the status line (rich's Live redirects stdout by default)."""
+    console = Console(file=Tty(), force_terminal=True, width=120)
+    with command_progress(console=console):
+        log.info("epoch 1: read the view")
+        print("nation,revenue\nPERU,1.5")
+    assert capsys.readouterr().out == "nation,revenue\nPERU,1.5\n"
+    assert "PERU" not in console.file.getvalue()
