@@ -47,19 +47,19 @@ python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql
     --pipeline "start=$START" --pipeline epoch_interval=1d --pipeline late_timeout=5m \
     --pipeline poke_interval=10s --pipeline retry_delay=10s 2>"$DEMO/logs/home.log" | sed 's/^/   /'
 
-# cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
-# publish, and a wait, an ingest and an apply per source.
-TASKS=$(( 5 + 3 * $(cumulus source list --format csv | tail -n +2 | wc -l) ))
-
 step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME), the catalog writers' pool, the warm engine"
-airflow db migrate >"$DEMO/logs/airflow-db.log" 2>&1
-airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" >>"$DEMO/logs/airflow-db.log" 2>&1
-say "ok (log: $DEMO/logs/airflow-db.log)"
-# The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it.
+# The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it
+# (its JVM starts while Airflow sets its database up).
 # --cadence 0: it does not pick up landed files on its own, so each run shows its ingest.
 cumulus engine serve --cadence 0 >"$DEMO/logs/engine.log" 2>&1 &
 ENGINE_PID=$!
 trap 'cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
+airflow db migrate >"$DEMO/logs/airflow-db.log" 2>&1
+airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" >>"$DEMO/logs/airflow-db.log" 2>&1
+say "ok (log: $DEMO/logs/airflow-db.log)"
+# cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
+# publish, and a wait, an ingest and an apply per source.
+TASKS=$(( 5 + 3 * $(cumulus source list --format csv | tail -n +2 | wc -l) ))
 for _ in $(seq 1 240); do
     [ -f "$CUMULUS_HOME/engine/engine.json" ] && break
     kill -0 "$ENGINE_PID" 2>/dev/null || { echo "   the warm engine did not start; its log: $DEMO/logs/engine.log" >&2; exit 1; }
@@ -72,7 +72,7 @@ for n in $(seq 1 "$EPOCHS"); do
     step "4/6 Epoch $n: airflow dags test cumulus_epoch $when --conf '{\"epoch\": $n}'"
     # A progress bar of the run's tasks; the views print at tag epoch-N as soon as the
     # close task ends (scripts/demo_dag.py), while validation runs.
-    python scripts/demo_dag.py --log "$DEMO/logs/cumulus_epoch-$n.log" --tasks "$TASKS" \
+    python scripts/demo_dag.py --log "$DEMO/logs/cumulus_epoch-$n.log" --tasks "$TASKS" --clock "$T0" \
         --views "$n" "${VIEWS[@]}" -- airflow dags test cumulus_epoch "$when" --conf "{\"epoch\": $n}"
     say ""
     cumulus epoch status | sed 's/^/   /'

@@ -4,7 +4,7 @@ run's tasks (or, in a task that runs dbt, of dbt's nodes: its "N of M" lines), w
 task at work and the seconds so far. With --views, the views are printed at their tag
 epoch-N (PyIceberg, no JVM) as soon as the `close` task ends, while validation goes on.
 
-    .venv/bin/python scripts/demo_dag.py --log FILE [--tasks N] [--views EPOCH NAME ...] \\
+    .venv/bin/python scripts/demo_dag.py --log FILE [--tasks N] [--views EPOCH NAME ...] [--clock T0] \\
         -- airflow dags test cumulus_epoch DATE --conf '{"epoch": N}'
 
 Exit status 0 when the run ends in success, else 1 (the log's path on stderr). Not on a
@@ -70,15 +70,17 @@ class RunState:
         return self.tasks_done, tasks
 
 
-def show_views(console, epoch: int, names: list[str], max_rows: int = 10) -> None:
+def show_views(console, epoch: int, names: list[str], clock: float | None = None, max_rows: int = 10) -> None:
     """The views at tag epoch-N, each as a table of its first rows (as `cumulus read NAME
-    --epoch N` prints them)."""
+    --epoch N` prints them); `clock`: the demo's start (time.time()), to say when."""
     from cumulus.config import load_settings
     from cumulus.output import render
     from cumulus.read import Reader
 
     reader = Reader(load_settings())
     at = reader.stable(epoch)
+    if clock is not None:
+        console.print(f"   [bold][{time.time() - clock:3.0f}s] epoch {epoch} is closed: its views at tag epoch-{epoch}[/]")
     for name in names:
         started = time.monotonic()
         rows = reader.read_view(name, at)
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, help="how many tasks the run has (mapped ones counted each)")
     parser.add_argument("--views", nargs="+", metavar="EPOCH NAME",
                         help="print these views at tag epoch-EPOCH when the close task ends")
+    parser.add_argument("--clock", type=float, help="the demo's start (seconds since 1970), to say when")
     args = parser.parse_args(argv[:split])
     command = argv[split + 1:]
     epoch, views = (int(args.views[0]), args.views[1:]) if args.views else (None, [])
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             if event == ("task-end", "close") and views and not shown:
                 shown = True
                 log.flush()
-                show_views(bar.console, epoch, views)
+                show_views(bar.console, epoch, views, args.clock)
         proc.wait()
         bar.update(row, description=f"run {state.outcome or 'ended'}")
     if state.outcome != "success":
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     if views and not shown:  # the close was skipped (a rerun): the views as the tag holds them
-        show_views(console, epoch, views)
+        show_views(console, epoch, views, args.clock)
     return 0
 
 
