@@ -130,9 +130,11 @@ class Engine:
 
         return ingest_files(self.spark, self.settings, source, paths, fmt, relation)
 
-    def apply(self, source: str, epoch: int | None = None) -> Applied:
+    def apply(self, source: str, epoch: int | None = None, wait: float = 0.0) -> Applied:
         """Apply the source's events of `epoch` (default: the open one) not applied yet,
-        unless the epoch's close will rebuild the maps instead (cumulus/engine/recompute.py)."""
+        unless the epoch's close will rebuild the maps instead (cumulus/engine/recompute.py).
+        While an earlier epoch is sealed but not closed, wait up to `wait` seconds for its
+        close, then refuse (EpochOrderError: NOT_YET)."""
         from cumulus.engine.apply import apply_source
         from cumulus.engine.recompute import defer_to_close
         from cumulus.ingest.sources import get_source
@@ -145,7 +147,7 @@ class Engine:
         if deferred:
             log.info("epoch %d source %s: not applied: %s", epoch, source, deferred)
             return Applied(epoch, None, f"left to the close: {deferred}")
-        record = apply_source(self.spark, self.settings, plan, epoch, priority)
+        record = apply_source(self.spark, self.settings, plan, epoch, priority, wait=wait)
         return Applied(epoch, record, record.headline() if record else "nothing to apply")
 
     def epoch_to_close(self) -> tuple[int, str]:

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING
 from cumulus.config import Settings
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
-from cumulus.errors import NoSuchTableError
+from cumulus.errors import EpochOrderError, NoSuchTableError
 from cumulus.faults import fault_point
 from cumulus.spark.local import local_frame
 from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, write_options
 from cumulus.store.files import Batch, committed_batches
+from cumulus.store.ledger import check_in_order, ledger_rows
 from cumulus.store.lock import apply_lock
 from cumulus.store.maps import entries_columns, maps_table, versioned
 from cumulus.store.rows import read_rows
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.apply")
+
+EARLIER_CLOSE_POLL_S = 1.0  # how often a waiting apply looks at the ledger again
 
 APPLY_BATCH = "cumulus.apply-batch"
 APPLY_RECORD = "cumulus.apply-record"  # the record of the batch, JSON, on its maps commit
@@ -317,37 +320,63 @@ def record_written(record: ApplyRecord, written: Written) -> None:
 
 def apply_source(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
-    pin: int | None = None,
+    pin: int | None = None, wait: float = 0.0,
 ) -> ApplyRecord | None:
     """Apply the source's events of `epoch` not applied yet. `pin` overrides the snapshot
     of maps.entries to read (tests of concurrency and repair). Returns the record, or
-    None when there was nothing to apply."""
+    None when there was nothing to apply.
+
+    Epochs reach the maps in order: while an earlier epoch is sealed but not closed (its
+    close repairs, compacts and tags the maps: `epoch-N` is the current snapshot then), a
+    delta of this epoch would land inside that snapshot and below that repair. The apply
+    waits up to `wait` seconds (default: not at all) for that close, then refuses
+    (EpochOrderError, exit status NOT_YET: a retry applies once the earlier epoch is
+    closed; the batches wait for it, or for this epoch's close, which applies them)."""
     ensure_applies_table(spark, settings)
-    with apply_lock(settings, source_id, f"apply epoch {epoch} source {source_id}"):
-        everything = apply_records(spark, settings, epoch)
-        if any(r.kind == RECOMPUTE for r in everything):
-            log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
-            return None
-        records = [r for r in everything if r.source_id == source_id and r.kind == "apply"]
-        record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
-        if record is None:
-            log.info("epoch %d source %d: nothing to apply", epoch, source_id)
-            return None
-        fault_point("apply.after-record")
-        t0, meter = time.perf_counter(), StageMeter(spark)
-        events, counts = batch_events(spark, settings, plan, record)
-        record.events = sum(counts.values())
-        deltas = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
-        record_written(record, write_deltas(spark, settings, record, deltas))
-        record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
-        io = meter.read()
-        record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written
-        record.status = "done"
-        record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        save_record(spark, settings, record)
-        log.info(
-            "epoch %d source %d: applied %d events -> %d delta rows in %d maps, one commit (%.1f s, %s read, %s written)",
-            epoch, source_id, record.events, record.deltas, record.maps_written, record.seconds,
-            human_bytes(record.bytes_read), human_bytes(record.bytes_written),
-        )
-        return record
+    deadline = time.monotonic() + wait
+    while True:
+        with apply_lock(settings, source_id, f"apply epoch {epoch} source {source_id}"):
+            try:
+                # (under the lock: a close takes it exclusive to tag and write its row)
+                check_in_order(ledger_rows(spark, settings), epoch,
+                               f"epoch {epoch} source {source_id} cannot be applied yet", settings)
+            except EpochOrderError:
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                return _apply_in_order(spark, settings, plan, epoch, source_id, pin)
+        log.info("epoch %d source %d: waiting for the close of an earlier epoch", epoch, source_id)
+        time.sleep(EARLIER_CLOSE_POLL_S)
+
+
+def _apply_in_order(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int, pin: int | None,
+) -> ApplyRecord | None:
+    """apply_source's work, under its lock, every earlier epoch closed."""
+    everything = apply_records(spark, settings, epoch)
+    if any(r.kind == RECOMPUTE for r in everything):
+        log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
+        return None
+    records = [r for r in everything if r.source_id == source_id and r.kind == "apply"]
+    record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
+    if record is None:
+        log.info("epoch %d source %d: nothing to apply", epoch, source_id)
+        return None
+    fault_point("apply.after-record")
+    t0, meter = time.perf_counter(), StageMeter(spark)
+    events, counts = batch_events(spark, settings, plan, record)
+    record.events = sum(counts.values())
+    deltas = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
+    record_written(record, write_deltas(spark, settings, record, deltas))
+    record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
+    io = meter.read()
+    record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written
+    record.status = "done"
+    record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    save_record(spark, settings, record)
+    log.info(
+        "epoch %d source %d: applied %d events -> %d delta rows in %d maps, one commit (%.1f s, %s read, %s written)",
+        epoch, source_id, record.events, record.deltas, record.maps_written, record.seconds,
+        human_bytes(record.bytes_read), human_bytes(record.bytes_written),
+    )
+    return record

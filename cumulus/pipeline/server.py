@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cumulus.config import Settings
+from cumulus.errors import ExitCode
 
 log = logging.getLogger("cumulus.engine.server")
 
@@ -242,6 +243,10 @@ class EngineServer:
             step.seconds = round(time.perf_counter() - started, 2)
             step.state, self._current = DONE, None
         log.info("step %d: %s exited %d in %.1f s", step.id, step.job, step.exit, step.seconds)
+        if step.job == "apply" and step.exit == ExitCode.NOT_YET:
+            # An earlier epoch was sealed, not closed: the batch waits. Once the close has
+            # run, the next landing look applies every source again (no new file would).
+            self._resumed = False
 
     def _poll_landing(self) -> None:
         """Queue ingest + apply for every source with files of the open epoch not taken yet;

@@ -70,7 +70,7 @@ def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, see
         (markers / f"ingested-{n}-{name}").touch()
         wait_for([markers / f"ingested-{n}-{s}" for s in SOURCES], f"every source's ingest of epoch {n}")
         time.sleep(rng.uniform(0.0, 0.3))
-        applied = engine.apply(name, n)
+        applied = engine.apply(name, n, wait=600)  # (epoch n-1's close may still run)
         print(f"parallelkit: epoch {n} source {name}: {applied.summary}", flush=True)
         (markers / f"applied-{n}-{name}").touch()
 

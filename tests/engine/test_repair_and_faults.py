@@ -18,12 +18,13 @@ from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.engine.apply import APPLY_BATCH, apply_source
 from cumulus.engine.close import close_epoch
+from cumulus.errors import EpochOrderError, ExitCode
 from cumulus.ingest.job import ingest_files
 from cumulus.m3.interpreter import Interpreter
 from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.store.commit import snapshots
-from cumulus.store.ledger import ledger_row
+from cumulus.store.ledger import APPLIED, ledger_row, transition
 from cumulus.store.maps import maps_table
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +77,32 @@ def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_hom
     view = type("AtTag", (), {"entries": staticmethod(lambda m: reader.entries(m, (), at))})
     assert_view_equals_sql(compiled, "chain", view, oracle, "epoch 1 after repair")
     assert_maps_at(reader, compiled, interp, at)
+    no_batch_twice(spark, settings, plan)
+
+
+def test_an_apply_of_the_next_epoch_waits_for_the_sealed_one_to_close(spark, simple_home, tmp_path) -> None:
+    """Epoch 1 sealed (epoch 2 open, its events ingested) but not closed: its close will
+    tag the maps' current snapshot, so an apply of epoch 2 now would put epoch-2 deltas
+    into tag epoch-1 (a race test_parallel_applies met: the sources' applies of epoch 2
+    came before the closer's tag). It is refused, NOT_YET; after the close it applies,
+    and each tag holds exactly its epoch."""
+    settings, plan, compiled, events = simple_home
+    first, second = events[:80], events[80:]
+    ingest_both(spark, settings, first, tmp_path / "e1")
+    for source_id in (1, 2):
+        apply_source(spark, settings, plan, 1, source_id)
+    transition(spark, settings, 1, APPLIED)  # the seal: new input goes to epoch 2
+    ingest_both(spark, settings, second, tmp_path / "e2")
+    with pytest.raises(EpochOrderError, match="epoch 2 source 1 cannot be applied yet: epoch 1 is sealed") as refused:
+        apply_source(spark, settings, plan, 2, 1)
+    assert refused.value.exit_code == ExitCode.NOT_YET
+    close_epoch(spark, settings, plan, 1)
+    for source_id in (1, 2):
+        assert apply_source(spark, settings, plan, 2, source_id) is not None
+    close_epoch(spark, settings, plan, 2)
+    reader = Reader(settings)
+    assert_maps_at(reader, compiled, serial_maps(compiled, first), reader.stable(1))
+    assert_maps_at(reader, compiled, serial_maps(compiled, events), reader.stable(2))
     no_batch_twice(spark, settings, plan)
 
 
