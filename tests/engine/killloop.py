@@ -21,7 +21,8 @@ each epoch closed since is verified:
 prints, last, `soak: K kills, E epochs verified, 0 lost, 0 duplicated` (with the real
 numbers) and exits 1 on any failure. tests/engine/test_kill_loop.py runs it in CI with
 12 kills (one round of every kind of instant). The worker is this file too (`worker HOME
-LANDING THROUGH SEED`): it calls the engine library (cumulus.engine.api.Engine), as the DAG's steps and the CLI do."""
+LANDING THROUGH SEED`): it calls the engine library (cumulus.engine.api.Engine), as the
+DAG's steps and the CLI do."""
 
 from __future__ import annotations
 

@@ -118,14 +118,15 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         # Every map at the tag from one scan (a scan per map took 0.08 s: 50 s an epoch
         # for the corpus's 347 maps); the first three views also by read_view's own scan.
         at_tag = SimpleNamespace(entries=reader.all_entries(at))
+        rows_read = {}
         for name in views:
-            stable = reader.read_view(name, at, entries=at_tag.entries)
+            rows_read[name] = reader.read_view(name, at, entries=at_tag.entries)
             assert_view_equals_sql(compiled, name, at_tag, oracle, f"epoch {epoch}")
-            assert len(stable) == len(oracle.query(compiled.views[name].sql))
+            assert len(rows_read[name]) == len(oracle.query(compiled.views[name].sql))
         for name in views[:3]:  # by name in the catalog: views_stable.* at the stable branch, views.* on main
             fresh, stable = view_names(settings, name)
             want = sorted(reader.read_view(name, at), key=sort_key)
-            assert want == sorted(reader.read_view(name, at, entries=at_tag.entries), key=sort_key), name
+            assert want == sorted(rows_read[name], key=sort_key), name
             assert sorted(map(tuple, spark.sql(f"SELECT * FROM {stable}").collect()), key=sort_key) == want, name
             assert sorted(map(tuple, spark.sql(f"SELECT * FROM {fresh}").collect()), key=sort_key) == want, name
         for m in compiled.checked.maps:  # the views' maps and the hand-written program's
