@@ -71,6 +71,13 @@ class DeltaCompiler:
     counters: dict[str, int] = field(default_factory=dict)
     batch: dict[str, list[BatchStatement]] = field(default_factory=dict)
 
+    def fork(self) -> DeltaCompiler:
+        """A copy to compile more views into, leaving this one as it is (its maps,
+        statements and batch statements are immutable; only the containers are copied)."""
+        return DeltaCompiler(self.schema, dict(self.maps), dict(self.by_definition),
+                             {k: list(v) for k, v in self.statements.items()}, dict(self.counters),
+                             {k: list(v) for k, v in self.batch.items()})
+
     def params(self, relation: str) -> tuple[str, ...]:
         return self.schema.relation(relation).column_names
 

@@ -13,6 +13,7 @@ its SELECT expressions, HAVING, ORDER BY, LIMIT and OFFSET."""
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -204,16 +205,55 @@ class _ViewBuilder:
 
 def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> Compilation:
     """Compile views (name, SQL in `dialect`) together, in order; equal maps are shared.
-    Names are deterministic for the same views in the same order."""
-    compiler = DeltaCompiler(schema)
-    plans: dict[str, ViewPlan] = {}
-    for name, sql in views:
-        if name in plans:
+    Names are deterministic for the same views in the same order.
+
+    Compiling is pure, so the last few results are kept (`_Compiled`): the same views
+    again cost a copy, and the views of a kept result plus more (`view add`: the
+    registered views and a new one) build only the new ones."""
+    views = list(views)
+    seen: set[str] = set()
+    for name, _ in views:
+        if name in seen:
             raise ValueError(f"view {name} is given twice")
+        seen.add(name)
+    key = (schema, dialect, tuple(views))
+    kept = _COMPILED.get(key)
+    if kept is not None:
+        _COMPILED.move_to_end(key)
+        return kept.copy()
+    start, compiler, plans = 0, DeltaCompiler(schema), {}
+    for n in range(len(views) - 1, 0, -1):  # the longest kept prefix
+        prefix = _COMPILED.get((schema, dialect, tuple(views[:n])))
+        if prefix is not None:
+            start, compiler, plans = n, prefix.compiler.fork(), dict(prefix.plans)
+            break
+    for name, sql in views[start:]:
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
     typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
-    return Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
+    compiled = Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
+    _COMPILED[key] = _Compiled(compiler, plans, compiled)
+    while len(_COMPILED) > _KEEP:
+        _COMPILED.popitem(last=False)
+    return _COMPILED[key].copy()
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A kept compile: the compiler's state after the views (never changed again: a
+    longer list forks it), their untyped plans, and the result."""
+
+    compiler: DeltaCompiler
+    plans: dict[str, ViewPlan]
+    result: Compilation
+
+    def copy(self) -> Compilation:
+        r = self.result
+        return replace(r, maps=dict(r.maps), views=dict(r.views), batch={k: list(b) for k, b in r.batch.items()})
+
+
+_KEEP = 8
+_COMPILED: OrderedDict[tuple, _Compiled] = OrderedDict()
 
 
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:

@@ -133,6 +133,27 @@ def test_views_share_maps_with_equal_definitions() -> None:
     assert sharing[together.views["a"].count.map] == ["a", "b", "c"]
 
 
+def test_views_added_one_by_one_compile_as_all_at_once() -> None:
+    """compile_views keeps its last results and builds only the views beyond a kept
+    prefix (view add): the same program, maps and plans as one compile from nothing; a
+    view refused on the way leaves the kept prefix as it was."""
+    from cumulus.sql import views
+
+    corpus = sorted((FIXTURES / "views" / "tpch").glob("*.sql"))[:8]
+    items = [(p.stem, p.read_text()) for p in corpus]
+    views._COMPILED.clear()
+    whole = compile_views(TPCH, items)
+    views._COMPILED.clear()
+    refused = sorted((FIXTURES / "views" / "refused").glob("*.sql"))[0]
+    for k in range(1, len(items) + 1):
+        with pytest.raises((UnsupportedSQLError, SQLBindError)):
+            compile_views(TPCH, [*items[: k - 1], ("refused", refused.read_text())])
+        one_more = compile_views(TPCH, items[:k])
+    assert one_more.text() == whole.text()
+    assert (one_more.maps, one_more.views, one_more.batch) == (whole.maps, whole.views, whole.batch)
+    assert compile_views(TPCH, items).maps is not whole.maps  # each caller gets its own containers
+
+
 def test_compiled_text_is_valid_m3_that_round_trips() -> None:
     views = [(p.stem, p.read_text()) for p in sorted((FIXTURES / "views" / "tpch").glob("*.sql"))[:6]]
     compiled = compile_views(TPCH, views)
