@@ -8,8 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import itertools
+import operator
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -19,7 +20,6 @@ from cumulus.m3.ast import (
     BinOp,
     Call,
     Cmp,
-    Cond,
     Const,
     Expr,
     If,
@@ -29,7 +29,6 @@ from cumulus.m3.ast import (
     Neg,
     Not,
     Or,
-    Statement,
     Trigger,
     Var,
     terms,
@@ -78,9 +77,10 @@ def compare(op: str, a, b) -> bool | None:
         return None
     if not isinstance(a, (str, dt.date)):
         a, b = _num(a, b)
-    return {
-        "=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-    }[op]
+    return _COMPARE[op](a, b)
+
+
+_COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def coerce(value, type_: str):
@@ -123,25 +123,18 @@ class MapStore:
     def get(self, key: tuple):
         return self.entries.get(key, 0)
 
-    def slice(self, pattern: tuple, bound: tuple[int, ...]) -> Iterator[tuple[tuple, object]]:
-        """Entries whose keys equal `pattern` at the positions in `bound`."""
-        if len(bound) == self.arity:
-            key = tuple(pattern)
-            if key in self.entries:
-                yield key, self.entries[key]
-            return
+    def matching(self, bound: tuple[int, ...], probe: tuple) -> list[tuple[tuple, object]]:
+        """The entries whose keys hold `probe` at the positions `bound` (not all of them)."""
         if not bound:
-            yield from list(self.entries.items())
-            return
+            return list(self.entries.items())
         index = self._indexes.get(bound)
         if index is None:
             index = {}
             for key in self.entries:
                 index.setdefault(tuple(key[i] for i in bound), set()).add(key)
             self._indexes[bound] = index
-        probe = tuple(pattern[i] for i in bound)
-        for key in list(index.get(probe, ())):
-            yield key, self.entries[key]
+        keys = index.get(probe)
+        return [(key, self.entries[key]) for key in keys] if keys else []
 
     def add(self, key: tuple, delta) -> None:
         old = self.entries.get(key)
@@ -161,22 +154,50 @@ class MapStore:
 # ---------------------------------------------------------------- interpreter
 
 
+Code = Callable[[dict], object]  # an expression or condition, compiled: env -> its value
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """A map factor with loop variables: its index among the term's factors, its map,
+    the positions of its bound arguments and their code, and the variable (or None) at
+    each position."""
+
+    factor: int
+    store: MapStore
+    bound: tuple[int, ...]
+    probe: tuple[Code, ...]
+    binds: tuple[str | None, ...]
+
+
 @dataclass(frozen=True)
 class _Term:
     sign: int
-    factors: tuple[Expr, ...]
-    loops: tuple[tuple[MapRef, tuple[int, ...]], ...]  # map factors with loop keys, bound positions
+    factors: tuple[Code, ...]
+    loops: tuple[_Loop, ...]
+
+
+@dataclass(frozen=True)
+class _Statement:
+    target: str
+    key: tuple[Code, ...]
+    terms: tuple[_Term, ...]
 
 
 class Interpreter:
-    """Runs a checked program. `state[name]` is a MapStore; `process` applies one event."""
+    """Runs a checked program. `state[name]` is a MapStore; `process` applies one event.
+
+    Each trigger is compiled once: its expressions into Python functions of the
+    environment (`code`: a closure per node) and each term's map factors with loop
+    variables into index probes, so an event costs its statements' evaluation, not a
+    walk of their syntax trees."""
 
     def __init__(self, checked: CheckedProgram):
         self.checked = checked
         self.state = {name: MapStore(info.arity) for name, info in checked.maps.items()}
         self.events_processed = 0
         self._arity = {r.name: r.arity for r in checked.schema.relations}
-        self._plans: dict[int, tuple[Statement, list[_Term]]] = {}
+        self._triggers: dict[tuple[str, str], tuple[_Statement, ...]] = {}
 
     # -- public
     def process(self, event: Event) -> None:
@@ -193,7 +214,9 @@ class Interpreter:
             return
         env = dict(zip(trigger.params, event.values, strict=True))
         # Every statement reads the state before the event; updates land together.
-        updates = [u for s in trigger.statements for u in self._statement(trigger, s, env)]
+        updates: list[tuple[str, tuple, object]] = []
+        for stmt in self._compiled(trigger):
+            self._statement(stmt, env, updates)
         for name, key, delta in updates:
             self.state[name].add(key, coerce(delta, self.checked.maps[name].type))
 
@@ -205,110 +228,149 @@ class Interpreter:
     def entries(self, name: str) -> dict[tuple, object]:
         return dict(self.state[name].entries)
 
+    def eval(self, e: Expr, env: dict):
+        """The value of an expression (or the truth of a condition) in `env`."""
+        return self.code(e)(env)
+
     # -- evaluation
-    def _plan(self, trigger: Trigger, stmt: Statement) -> list[_Term]:
-        """How to evaluate a statement's terms, worked out once per statement."""
-        key = id(stmt)
-        plan = self._plans.get(key)
-        if plan is None:
-            params = set(trigger.params)
-            plan = []
+    def _compiled(self, trigger: Trigger) -> tuple[_Statement, ...]:
+        """A trigger's statements, compiled once: each term's factors, and its map
+        factors whose arguments have variables the trigger does not bind (the loops)."""
+        done = self._triggers.get(trigger.event)
+        if done is not None:
+            return done
+        params = set(trigger.params)
+        out = []
+        for stmt in trigger.statements:
+            compiled = []
             for sign, factors in terms(stmt.expr):
                 loops = []
-                for f in factors:
-                    if isinstance(f, MapRef):
-                        free = [isinstance(a, Var) and a.name not in params for a in f.args]
-                        if any(free):
-                            bound = tuple(i for i, is_free in enumerate(free) if not is_free)
-                            loops.append((f, bound))
-                plan.append(_Term(sign, tuple(factors), tuple(loops)))
-            self._plans[key] = (stmt, plan)  # keep stmt alive so its id stays unique
-            return plan
-        return plan[1]
+                for n, f in enumerate(factors):
+                    if not isinstance(f, MapRef):
+                        continue
+                    binds = tuple(a.name if isinstance(a, Var) and a.name not in params else None for a in f.args)
+                    if any(binds):
+                        bound = tuple(i for i, b in enumerate(binds) if b is None)
+                        loops.append(_Loop(n, self.state[f.name], bound, tuple(self.code(f.args[i]) for i in bound),
+                                           binds))
+                compiled.append(_Term(sign, tuple(self.code(f) for f in factors), tuple(loops)))
+            out.append(_Statement(stmt.target.name, tuple(self.code(a) for a in stmt.target.args), tuple(compiled)))
+        done = self._triggers[trigger.event] = tuple(out)
+        return done
 
-    def _statement(self, trigger: Trigger, stmt: Statement, env: dict) -> Iterator[tuple[str, tuple, object]]:
-        for term in self._plan(trigger, stmt):
+    def _statement(self, stmt: _Statement, env: dict, updates: list) -> None:
+        """Append the statement's updates in `env` to `updates`: per term, every
+        combination of the entries its loops match, times the other factors."""
+        for term in stmt.terms:
             choices = []
-            for ref, bound in term.loops:
-                pattern = [None] * len(ref.args)
-                for i in bound:
-                    pattern[i] = self.eval(ref.args[i], env)
-                if any(pattern[i] is None for i in bound):
-                    choices = None  # a NULL join key matches nothing
-                    break
-                matches = list(self.state[ref.name].slice(tuple(pattern), bound))
+            for loop in term.loops:
+                probe = tuple(code(env) for code in loop.probe)
+                matches = None if None in probe else loop.store.matching(loop.bound, probe)  # NULL matches nothing
                 if not matches:
-                    choices = None
                     break
-                choices.append([(ref, k, v) for k, v in matches])
-            if choices is None:
-                continue
-            for combo in itertools.product(*choices):
-                local = env
-                fixed: dict[int, object] = {}
-                if combo:
-                    local = dict(env)
-                    for ref, key, value in combo:
-                        for a, k in zip(ref.args, key, strict=True):
-                            if isinstance(a, Var) and a.name not in env:
-                                local[a.name] = k
-                        fixed[id(ref)] = value
-                value = term.sign
-                for f in term.factors:
-                    v = fixed[id(f)] if id(f) in fixed else self.eval(f, local)
-                    value = arith("*", value, v)
-                    if value is None or value == 0:
-                        break
-                if value is None or value == 0:
-                    continue
-                key = tuple(self.eval(a, local) for a in stmt.target.args)
-                yield stmt.target.name, key, value
+                choices.append([(loop, key, value) for key, value in matches])
+            else:
+                for combo in itertools.product(*choices):
+                    local, fixed = env, {}
+                    if combo:
+                        local = dict(env)
+                        for loop, key, value in combo:
+                            for name, k in zip(loop.binds, key, strict=True):
+                                if name is not None:
+                                    local[name] = k
+                            fixed[loop.factor] = value
+                    value = term.sign
+                    for n, f in enumerate(term.factors):
+                        value = arith("*", value, fixed[n] if n in fixed else f(local))
+                        if value is None or value == 0:
+                            break
+                    else:
+                        updates.append((stmt.target, tuple(a(local) for a in stmt.key), value))
 
-    def eval(self, e: Expr, env: dict):
+    def code(self, e: Expr) -> Code:
+        """`e` as a function of the environment: a number (or NULL) for an expression,
+        True, False or None (unknown, as in SQL) for a condition."""
         if isinstance(e, Const):
-            return e.value
+            value = e.value
+            return lambda env: value
         if isinstance(e, Var):
-            try:
-                return env[e.name]
-            except KeyError:
-                raise InterpreterError(f"variable {e.name.upper()} is unbound") from None
-        if isinstance(e, MapRef):
-            key = tuple(self.eval(a, env) for a in e.args)
-            if any(k is None for k in key):
-                return 0
-            return self.state[e.name].get(key)
-        if isinstance(e, BinOp):
-            return arith(e.op, self.eval(e.left, env), self.eval(e.right, env))
-        if isinstance(e, Neg):
-            v = self.eval(e.operand, env)
-            return None if v is None else -v
-        if isinstance(e, Call):
-            args = [self.eval(a, env) for a in e.args]
-            return None if any(a is None for a in args) else _FUNCS[e.func](*args)
-        if isinstance(e, If):
-            return self.eval(e.then, env) if self.test(e.cond, env) is True else self.eval(e.else_, env)
-        raise InterpreterError(f"cannot evaluate {type(e).__name__} as a number")
+            name = e.name
 
-    def test(self, c: Cond, env: dict) -> bool | None:
-        """Three-valued: True, False or None (unknown), as SQL."""
-        if isinstance(c, Cmp):
-            return compare(c.op, self.eval(c.left, env), self.eval(c.right, env))
-        if isinstance(c, IsNull):
-            return (self.eval(c.operand, env) is None) != c.negated
-        if isinstance(c, Like):
-            v = self.eval(c.operand, env)
-            return None if v is None else (like_regex(c.pattern).fullmatch(v) is not None) != c.negated
-        if isinstance(c, Not):
-            v = self.test(c.operand, env)
-            return None if v is None else not v
-        if isinstance(c, And):
-            a, b = self.test(c.left, env), self.test(c.right, env)
-            if a is False or b is False:
-                return False
-            return None if a is None or b is None else True
-        if isinstance(c, Or):
-            a, b = self.test(c.left, env), self.test(c.right, env)
-            if a is True or b is True:
-                return True
-            return None if a is None or b is None else False
-        raise InterpreterError(f"cannot evaluate {type(c).__name__} as a condition")
+            def var(env):
+                try:
+                    return env[name]
+                except KeyError:
+                    raise InterpreterError(f"variable {name.upper()} is unbound") from None
+            return var
+        if isinstance(e, MapRef):
+            store, args = self.state[e.name], tuple(self.code(a) for a in e.args)
+
+            def lookup(env):
+                key = tuple(a(env) for a in args)
+                return 0 if None in key else store.get(key)
+            return lookup
+        if isinstance(e, BinOp):
+            op, left, right = e.op, self.code(e.left), self.code(e.right)
+            return lambda env: arith(op, left(env), right(env))
+        if isinstance(e, Neg):
+            operand = self.code(e.operand)
+
+            def neg(env):
+                v = operand(env)
+                return None if v is None else -v
+            return neg
+        if isinstance(e, Call):
+            func, args = _FUNCS[e.func], tuple(self.code(a) for a in e.args)
+
+            def call(env):
+                values = [a(env) for a in args]
+                return None if None in values else func(*values)
+            return call
+        if isinstance(e, If):
+            cond, then, else_ = self.code(e.cond), self.code(e.then), self.code(e.else_)
+            return lambda env: then(env) if cond(env) is True else else_(env)
+        if isinstance(e, Cmp):
+            op, left, right = e.op, self.code(e.left), self.code(e.right)
+            return lambda env: compare(op, left(env), right(env))
+        if isinstance(e, IsNull):
+            operand, negated = self.code(e.operand), e.negated
+            return lambda env: (operand(env) is None) != negated
+        if isinstance(e, Like):
+            operand, regex, negated = self.code(e.operand), like_regex(e.pattern), e.negated
+
+            def like(env):
+                v = operand(env)
+                return None if v is None else (regex.fullmatch(v) is not None) != negated
+            return like
+        if isinstance(e, Not):
+            operand = self.code(e.operand)
+
+            def not_(env):
+                v = operand(env)
+                return None if v is None else not v
+            return not_
+        if isinstance(e, And):
+            left, right = self.code(e.left), self.code(e.right)
+
+            def and_(env):
+                a = left(env)
+                if a is False:
+                    return False
+                b = right(env)
+                if b is False:
+                    return False
+                return None if a is None or b is None else True
+            return and_
+        if isinstance(e, Or):
+            left, right = self.code(e.left), self.code(e.right)
+
+            def or_(env):
+                a = left(env)
+                if a is True:
+                    return True
+                b = right(env)
+                if b is True:
+                    return True
+                return None if a is None or b is None else False
+            return or_
+        raise InterpreterError(f"cannot evaluate {type(e).__name__}")
