@@ -63,10 +63,11 @@ class GxRun:
     earlier pages leave it when the run's first Checkpoint rebuilds the index."""
 
     def __init__(self, home: Path, run_name: str):
+        # GX logs its own registrations at INFO, most of them while it is imported: keep
+        # them out of the job's log (and out of the Airflow task's).
+        logging.getLogger("great_expectations").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         import great_expectations as gx
 
-        # GX logs its own registrations at INFO; keep them out of the job's log.
-        logging.getLogger("great_expectations").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         self.gx = gx
         self.home = home
         self.site_dir = site_dir(home)
