@@ -81,6 +81,10 @@ class Settings:
     # --full) it checks every entry and tuple and runs the oracle, which recomputes every
     # view: as costly as what Cumulus replaces (cumulus/quality/validate.py).
     full_validation_every: int = 10
+    # A suite's stacked frame (cumulus/quality/frames.py) of at most this many rows is
+    # validated by GX's pandas engine, after one collect; a larger one by its Spark engine,
+    # which pays several Spark jobs per expectation whatever the rows.
+    validation_local_rows: int = 200_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

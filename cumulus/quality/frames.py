@@ -166,6 +166,15 @@ def materialize(frame: DataFrame) -> DataFrame:
     return kept
 
 
+def for_gx(frame: DataFrame, local_rows: int):
+    """The materialized frame as GX should validate it: as pandas when it has at most
+    `local_rows` rows (GX's pandas engine runs a suite over it in a fraction of a second;
+    its Spark engine runs several Spark jobs per expectation, about 4 s per suite here on
+    an epoch's few thousand rows), else as it is. The checks are the same columns'
+    expectations either way; in pandas a NULL is None or NaN."""
+    return frame.toPandas() if frame.count() <= local_rows else frame
+
+
 def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:
     if not parts:
         return local_frame(spark, [], schema)

@@ -235,7 +235,7 @@ def _run(
         say(f"epoch {epoch}: suite {name} over {len(names)} table(s)")
         frame = frames.materialize(build())
         try:
-            outcome = run.validate(specs[name], frame, parameters)
+            outcome = run.validate(specs[name], frames.for_gx(frame, settings.validation_local_rows), parameters)
         finally:
             frame.unpersist()
         suites.append(_suite_dict(outcome, specs[name], names))

@@ -1,7 +1,8 @@
 """The suites of expectations/ on hand-made frames: each kind of damage a closed epoch
 must not show is caught by the check named for it, on exactly the rows planted, next to
 good rows that nothing flags (a suite that cannot fail, or fails on good rows, is
-useless). One validation per suite: GX costs a few Spark jobs per expectation."""
+useless). Each on both of GX's engines: an epoch's frame of at most validation_local_rows
+rows is validated in pandas, a larger one on Spark (frames.for_gx)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ def gx_run(tmp_path_factory):
     return lambda: GxRun(tmp_path_factory.mktemp("home"), "epoch-0")
 
 
-def _run(spark, gx_run, suite: str, rows: list[tuple], schema: str, parameters=None) -> dict:
+ENGINES = pytest.mark.parametrize("local_rows", [10_000, 0], ids=["pandas", "spark"])
+
+
+def _run(spark, gx_run, suite: str, rows: list[tuple], schema: str, local_rows: int, parameters=None) -> dict:
     frame = frames.materialize(spark.createDataFrame(rows, schema))
     try:
-        outcome = gx_run().validate(load_suites()[suite], frame, parameters)
+        given = frames.for_gx(frame, local_rows)
+        assert type(given).__module__.startswith("pandas") == (local_rows > 0)
+        outcome = gx_run().validate(load_suites()[suite], given, parameters)
     finally:
         frame.unpersist()
     return {c.name: c for c in outcome.checks}
@@ -33,7 +39,8 @@ def _failed(checks: dict) -> dict[str, int]:
     return {name: c.unexpected_count for name, c in checks.items() if not c.success}
 
 
-def test_the_maps_suite_names_each_kind_of_damage(spark, gx_run) -> None:
+@ENGINES
+def test_the_maps_suite_names_each_kind_of_damage(spark, gx_run, local_rows) -> None:
     good = [
         ("m_count", '{"k":1}', 2.0, "count", None),
         ("m_count", '{"k":null}', 1.0, "count", None),  # a NULL key where NULL is allowed
@@ -45,7 +52,7 @@ def test_the_maps_suite_names_each_kind_of_damage(spark, gx_run) -> None:
         ("m_join", '{"o_id":null}', 1.0, "count", "o_id"),  # NULL in a join key
         ("m_sum", '{"k":4}', None, "value", None),  # no value
     ]
-    checks = _run(spark, gx_run, "maps", bad, frames.MAPS_SCHEMA)
+    checks = _run(spark, gx_run, "maps", bad, frames.MAPS_SCHEMA, local_rows)
     assert _failed(checks) == {
         "maps.counts_not_negative": 1,
         "maps.keys_not_null": 1,
@@ -54,10 +61,11 @@ def test_the_maps_suite_names_each_kind_of_damage(spark, gx_run) -> None:
     assert checks["maps.counts_not_negative"].examples == [{"map": "m_count", "key": '{"k":3}', "value": -1.0}]
 
 
-def test_the_base_and_events_suites_name_each_kind_of_damage(spark, gx_run) -> None:
+@ENGINES
+def test_the_base_and_events_suites_name_each_kind_of_damage(spark, gx_run, local_rows) -> None:
     base = [("r", '{"a":1}', 2), ("r", '{"a":null}', 1), ("s", '{"a":1}', 1)]
     damaged = base + [("r", '{"a":1}', 1), ("r", '{"a":5}', 0), ("s", '{"a":6}', -2)]
-    assert _failed(_run(spark, gx_run, "base", damaged, frames.BASE_SCHEMA)) == {
+    assert _failed(_run(spark, gx_run, "base", damaged, frames.BASE_SCHEMA, local_rows)) == {
         "base.one_row_per_tuple": 2,
         "base.mult_positive": 2,
     }
@@ -70,7 +78,7 @@ def test_the_base_and_events_suites_name_each_kind_of_damage(spark, gx_run) -> N
         ("r", 1, 3, 1, 8, "b9"),  # a batch the manifest does not know
         ("r", 1, 3, None, 9, "b1"),  # no source
     ]
-    assert _failed(_run(spark, gx_run, "events", damaged, frames.EVENTS_SCHEMA, committed)) == {
+    assert _failed(_run(spark, gx_run, "events", damaged, frames.EVENTS_SCHEMA, local_rows, committed)) == {
         "events.versions_unique": 2,
         "events.op_valid": 1,
         "events.batches_committed": 1,
