@@ -349,28 +349,18 @@ class Interpreter:
                 v = operand(env)
                 return None if v is None else not v
             return not_
-        if isinstance(e, And):
-            left, right = self.code(e.left), self.code(e.right)
+        if isinstance(e, (And, Or)):
+            # Three-valued: the side that decides (False for AND, True for OR) wins even
+            # over unknown; otherwise unknown if either side is.
+            decides, left, right = isinstance(e, Or), self.code(e.left), self.code(e.right)
 
-            def and_(env):
+            def junction(env):
                 a = left(env)
-                if a is False:
-                    return False
+                if a is decides:
+                    return decides
                 b = right(env)
-                if b is False:
-                    return False
-                return None if a is None or b is None else True
-            return and_
-        if isinstance(e, Or):
-            left, right = self.code(e.left), self.code(e.right)
-
-            def or_(env):
-                a = left(env)
-                if a is True:
-                    return True
-                b = right(env)
-                if b is True:
-                    return True
-                return None if a is None or b is None else False
-            return or_
+                if b is decides:
+                    return decides
+                return None if a is None or b is None else not decides
+            return junction
         raise InterpreterError(f"cannot evaluate {type(e).__name__}")
