@@ -1,14 +1,16 @@
 """The Spark frames the suites of expectations/ run on: every table of a kind at the tag
 `epoch-N`, stacked into one long frame (one row per stored row, a column naming the
-table). One GX validation per kind instead of one per table: GX pays several Spark jobs
-per expectation whatever the data size, so per-table suites would cost minutes per epoch
-for a few dozen maps; the stacked frame costs the same few jobs for any number of tables.
+table). One GX validation per kind instead of one per table: on Spark, GX pays several
+Spark jobs per expectation whatever the data size, so per-table suites would cost minutes
+per epoch for a few dozen maps; the stacked frame costs the same few jobs for any number
+of tables, and a small one is validated in pandas instead (`for_gx`).
 
 Keys and tuples become JSON objects (`to_json` with NULL fields kept): equal keys give
 equal text, so uniqueness is NULL-safe, and a failing row reads well in a report."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -170,9 +172,18 @@ def for_gx(frame: DataFrame, local_rows: int):
     """The materialized frame as GX should validate it: as pandas when it has at most
     `local_rows` rows (GX's pandas engine runs a suite over it in a fraction of a second;
     its Spark engine runs several Spark jobs per expectation, about 4 s per suite here on
-    an epoch's few thousand rows), else as it is. The checks are the same columns'
-    expectations either way; in pandas a NULL is None or NaN."""
-    return frame.toPandas() if frame.count() <= local_rows else frame
+    an epoch's few thousand rows), else as it is (0: always). The checks are the same
+    columns' expectations either way, with one difference: pandas holds a NULL of a
+    floating column as NaN, so it counts a NaN as missing where Spark counts it as a
+    value. A frame with a NaN stays on Spark, so both engines give the same outcome."""
+    from pyspark.sql import functions as F
+
+    if local_rows <= 0 or frame.count() > local_rows:
+        return frame
+    floating = [F.isnan(F.col(f"`{f.name}`")) for f in frame.schema.fields if f.dataType.typeName() in ("double", "float")]
+    if floating and frame.where(functools.reduce(lambda a, b: a | b, floating)).limit(1).count():
+        return frame
+    return frame.toPandas()
 
 
 def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:

@@ -13,6 +13,7 @@ its SELECT expressions, HAVING, ORDER BY, LIMIT and OFFSET."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -210,32 +211,35 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
     Compiling is pure, so the last few results are kept (`_Compiled`): the same views
     again cost a copy, and the views of a kept result plus more (`view add`: the
     registered views and a new one) build only the new ones."""
-    views = list(views)
+    views = [(name, sql) for name, sql in views]
     seen: set[str] = set()
     for name, _ in views:
         if name in seen:
             raise ValueError(f"view {name} is given twice")
         seen.add(name)
     key = (schema, dialect, tuple(views))
-    kept = _COMPILED.get(key)
-    if kept is not None:
-        _COMPILED.move_to_end(key)
-        return kept.copy()
+    with _LOCK:
+        kept = _COMPILED.get(key)
+        if kept is not None:
+            _COMPILED.move_to_end(key)
+            return kept.copy()
+        prefixes = [_COMPILED.get((schema, dialect, tuple(views[:n]))) for n in range(len(views) - 1, 0, -1)]
     start, compiler, plans = 0, DeltaCompiler(schema), {}
-    for n in range(len(views) - 1, 0, -1):  # the longest kept prefix
-        prefix = _COMPILED.get((schema, dialect, tuple(views[:n])))
+    for prefix in prefixes:  # the longest kept prefix
         if prefix is not None:
-            start, compiler, plans = n, prefix.compiler.fork(), dict(prefix.plans)
+            start, compiler, plans = len(prefix.plans), prefix.compiler.fork(), dict(prefix.plans)
             break
     for name, sql in views[start:]:
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
     typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
     compiled = Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
-    _COMPILED[key] = _Compiled(compiler, plans, compiled)
-    while len(_COMPILED) > _KEEP:
-        _COMPILED.popitem(last=False)
-    return _COMPILED[key].copy()
+    kept = _Compiled(compiler, plans, compiled)
+    with _LOCK:
+        _COMPILED[key] = kept
+        while len(_COMPILED) > _KEEP:
+            _COMPILED.popitem(last=False)
+    return kept.copy()
 
 
 @dataclass(frozen=True)
@@ -249,11 +253,13 @@ class _Compiled:
 
     def copy(self) -> Compilation:
         r = self.result
-        return replace(r, maps=dict(r.maps), views=dict(r.views), batch={k: list(b) for k, b in r.batch.items()})
+        return replace(r, checked=replace(r.checked, maps=dict(r.checked.maps)), maps=dict(r.maps),
+                       views=dict(r.views), batch={k: list(b) for k, b in r.batch.items()})
 
 
 _KEEP = 8
 _COMPILED: OrderedDict[tuple, _Compiled] = OrderedDict()
+_LOCK = threading.Lock()  # the warm engine's requests run in threads
 
 
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:

@@ -84,3 +84,19 @@ def test_the_base_and_events_suites_name_each_kind_of_damage(spark, gx_run, loca
         "events.batches_committed": 1,
         "events.source_present": 1,
     }
+
+
+def test_a_small_frame_goes_to_pandas_unless_it_holds_a_nan(spark) -> None:
+    """pandas counts a NaN as missing, Spark as a value: a frame with one stays on Spark,
+    so an epoch's outcome does not depend on which engine its frame's size picks."""
+    rows = [("m_sum", '{"k":1}', 2.0, "value", None), ("m_sum", '{"k":2}', None, "value", None)]
+    frame = frames.materialize(spark.createDataFrame(rows, frames.MAPS_SCHEMA))
+    nan = frames.materialize(spark.createDataFrame([*rows, ("m_sum", '{"k":3}', float("nan"), "value", None)],
+                                                   frames.MAPS_SCHEMA))
+    try:
+        assert type(frames.for_gx(frame, 10)).__module__.startswith("pandas")
+        assert frames.for_gx(frame, 1) is frame and frames.for_gx(frame, 0) is frame
+        assert frames.for_gx(nan, 10) is nan
+    finally:
+        frame.unpersist()
+        nan.unpersist()
