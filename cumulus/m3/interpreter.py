@@ -197,7 +197,7 @@ class Interpreter:
         self.state = {name: MapStore(info.arity) for name, info in checked.maps.items()}
         self.events_processed = 0
         self._arity = {r.name: r.arity for r in checked.schema.relations}
-        self._triggers: dict[tuple[str, str], tuple[_Statement, ...]] = {}
+        self._triggers: dict[str, tuple[_Statement, ...]] = {}  # by event, e.g. +orders
 
     # -- public
     def process(self, event: Event) -> None:
@@ -227,10 +227,6 @@ class Interpreter:
 
     def entries(self, name: str) -> dict[tuple, object]:
         return dict(self.state[name].entries)
-
-    def eval(self, e: Expr, env: dict):
-        """The value of an expression (or the truth of a condition) in `env`."""
-        return self.code(e)(env)
 
     # -- evaluation
     def _compiled(self, trigger: Trigger) -> tuple[_Statement, ...]:

@@ -224,12 +224,12 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
             _COMPILED.move_to_end(key)
             return kept.copy()
         prefixes = [_COMPILED.get((schema, dialect, tuple(views[:n]))) for n in range(len(views) - 1, 0, -1)]
-    start, compiler, plans = 0, DeltaCompiler(schema), {}
+    compiler, plans = DeltaCompiler(schema), {}
     for prefix in prefixes:  # the longest kept prefix
         if prefix is not None:
-            start, compiler, plans = len(prefix.plans), prefix.compiler.fork(), dict(prefix.plans)
+            compiler, plans = prefix.compiler.fork(), dict(prefix.plans)
             break
-    for name, sql in views[start:]:
+    for name, sql in views[len(plans):]:
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
     typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
