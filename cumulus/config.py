@@ -85,6 +85,10 @@ class Settings:
     # validated by GX's pandas engine, after one collect; a larger one by its Spark engine,
     # which pays several Spark jobs per expectation whatever the rows.
     validation_local_rows: int = 200_000
+    # An ingest batch whose new files total at most this many bytes is parsed in the
+    # driver on a local master (no Python worker, no parse job); a larger one, or any on a
+    # cluster, by Spark's Python tasks (cumulus/ingest/parse.py). 0: always by the tasks.
+    ingest_local_bytes: int = 4 << 20
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -206,12 +206,15 @@ def _ingest_new(
     by_index = {f.index: f for f in files}
 
     phase = time.perf_counter()
-    log.info("%s: parsing %d file(s) in %d unit(s)", ctx, len(files), len(units))
+    # A small batch on a local master is parsed here: Spark's Python tasks would cost a
+    # worker's start (seconds in a cold process) and a job per relation for a few rows.
+    in_driver = settings.is_local and sum(f.size for f in inputs) <= settings.ingest_local_bytes
+    log.info("%s: parsing %d file(s) in %d unit(s)%s", ctx, len(files), len(units), " in the driver" if in_driver else "")
     passes: dict[str | None, DataFrame] = {}  # relation (None: no relation) -> its records
     for name in [*schema.names, None]:
-        records = parse_relation(spark, units, schema, name)
+        records = parse_relation(spark, units, schema, name, in_driver)
         if records is not None:
-            passes[name] = records.persist()
+            passes[name] = records if in_driver else records.persist()
     everything = reduce(
         lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()]
     )

@@ -203,15 +203,31 @@ def make_parser(units: list[Unit], schema: Schema, only: str | None):
     return parse
 
 
-def parse_relation(spark: SparkSession, units: list[Unit], schema: Schema, only: str | None) -> DataFrame | None:
-    """The DataFrame of one relation's records (None: no unit may hold it); lazy."""
+def parse_relation(
+    spark: SparkSession, units: list[Unit], schema: Schema, only: str | None, in_driver: bool = False
+) -> DataFrame | None:
+    """The DataFrame of one relation's records (None: no unit may hold it): lazy, parsed
+    by Spark's Python tasks; or, `in_driver`, parsed here at once and held as a local
+    frame (a small batch on a local master: no Python worker starts, no task parses)."""
     mine = units_for(units, only)
     if not mine:
         return None
+    relation = schema.relation(only) if only is not None else None
+    if in_driver:
+        parse = make_parser(units, schema, only)
+        ids = pa_ids([u.index for u in mine])
+        rows = [row for batch in parse([ids]) for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+        return local_frame(spark, rows, spark_ddl(relation))
     tasks = max(1, min(len(mine), spark.sparkContext.defaultParallelism * 4))
     ids = local_frame(spark, [(u.index,) for u in mine], "u INT").repartition(tasks)
-    relation = schema.relation(only) if only is not None else None
     return ids.mapInArrow(make_parser(units, schema, only), spark_ddl(relation))
+
+
+def pa_ids(numbers: list[int]) -> pa.RecordBatch:
+    """Unit numbers as the one-column batch a parser reads (as its Spark task would)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array(numbers, pa.int32())], names=["u"])
 
 
 def relation_rows(records: DataFrame, relation: Relation) -> DataFrame:

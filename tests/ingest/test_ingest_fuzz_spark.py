@@ -5,6 +5,8 @@ file under another name. After each batch: events.* hold exactly the valid rows,
 order, each once; the quarantine holds every bad row with its reason and line (deletes of
 tuples with no live copy as not_alive, judged by a multiset kept here); the second offer
 takes nothing. A file changed between its checksum and its parse refuses the batch.
+The examples alternate between the two parse paths: in the driver (a small batch on a
+local master) and in Spark's Python tasks (ingest_local_bytes = 0, as on a cluster).
 
 Few examples (each is two Spark ingests); replay as in test_ingest_fuzz.py
 (print_blob, --hypothesis-seed; no example database). The home keeps its rows from one
@@ -14,8 +16,10 @@ FlakyFailure): the first exception it shows is the one to read.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
+import logging
 import shutil
 import tempfile
 import threading
@@ -145,15 +149,22 @@ def totals(spark, settings_) -> tuple[int, int]:
 @settings(max_examples=4, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one(spark, home, data):
+def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one(spark, home, data, caplog):
     settings_, oracle, landing = home
+    caplog.set_level(logging.INFO, logger="cumulus.ingest")
+    caplog.clear()
+    number = next(_folders)
+    if number % 2 == 0:  # parsed by Spark's Python tasks, not in the driver
+        settings_ = dataclasses.replace(settings_, ingest_local_bytes=0)
     groups = data.draw(landing_groups, "groups")
     groups.append([data.draw(deletes_file(oracle.alive), "deletes")])
-    folder = landing / f"b{next(_folders)}"
+    folder = landing / f"b{number}"
     paths = [str(fz.write(folder / str(g)).resolve()) for g, group in enumerate(groups) for fz in group]
 
     want_rows, want_quarantine, duplicates = expected_batch(groups, paths, oracle)
     report = ingest_files(spark, settings_, "fz", paths)
+    in_driver = any("in the driver" in r.getMessage() for r in caplog.records if "parsing" in r.getMessage())
+    assert in_driver == (number % 2 == 1) or report.accepted + report.rejected == 0, "the parse took the other path"
     got_rows, got_quarantine = batch_rows(spark, settings_, report.batch_id)
     # Events in seq order, per relation as the oracle ordered them; each once.
     for rel in RELATIONS:
