@@ -15,6 +15,7 @@ from cumulus.m3.interpreter import Interpreter
 from cumulus.m3.parser import parse_program
 from cumulus.m3.validate import validate
 from cumulus.schema import load_schema
+from cumulus.spark.local import local_frame
 from cumulus.sql.views import compile_views
 from cumulus.store.maps import delta_columns, key_slots, key_type, map_slice, value_slot
 
@@ -46,7 +47,7 @@ def run_in_batches(spark, plan, schema, events, n_batches):
                 row = dict.fromkeys((c for c, _ in columns), None) | {"map": m, value_slot(info.type): value}
                 row.update(zip(key_slots(info), key, strict=True))
                 rows.append(tuple(row[c] for c, _ in columns))
-        return spark.createDataFrame(rows, T.StructType([T.StructField(c, t) for c, t in columns]))
+        return local_frame(spark, rows, T.StructType([T.StructField(c, t) for c, t in columns]))
 
     size = max(1, len(events) // n_batches)
     for start in range(0, len(events), size):
@@ -56,7 +57,7 @@ def run_in_batches(spark, plan, schema, events, n_batches):
             rows = [e.values + (1 if e.sign == "+" else -1,) for e in chunk if e.relation == rel.name]
             if rows and rel.name in plan.params:
                 fields = [T.StructField(c, key_type(col.type)) for c, col in zip(plan.params[rel.name], rel.columns, strict=True)]
-                batch[rel.name] = spark.createDataFrame(rows, T.StructType(fields + [T.StructField("op", T.IntegerType())]))
+                batch[rel.name] = local_frame(spark, rows, T.StructType(fields + [T.StructField("op", T.IntegerType())]))
         frozen = {m: list(r) for m, r in state_rows.items()}
         # Every other batch with its sizes (an apply's: small levels broadcast), the others without (a rebuild's).
         sizes = {rel: sum(e.relation == rel for e in chunk) for rel in batch} if start // size % 2 else None

@@ -18,6 +18,7 @@ from cumulus.engine.evaluate import plan_from_compilation
 from cumulus.ingest.dbtoaster import read_events
 from cumulus.m3.interpreter import Interpreter
 from cumulus.schema import load_schema
+from cumulus.spark.local import local_frame
 from cumulus.sql.mapsql import view_sql
 from cumulus.sql.views import compile_views, view_rows
 from cumulus.store.maps import delta_columns, key_slots, value_slot
@@ -63,7 +64,7 @@ def test_new_constructs_through_spark_equal_the_interpreter_and_view_rows(spark)
             row = dict.fromkeys((c for c, _ in columns), None) | {"map": m, value_slot(info.type): value}
             row.update(zip(key_slots(info), key, strict=True))
             rows.append(tuple(row[c] for c, _ in columns))
-    spark.createDataFrame(rows, T.StructType([T.StructField(c, t) for c, t in columns])).createOrReplaceTempView(
+    local_frame(spark, rows, T.StructType([T.StructField(c, t) for c, t in columns])).createOrReplaceTempView(
         "issue14_entries")
     for name, plan_ in compiled.views.items():
         mine = view_rows(plan_, want.entries)
