@@ -17,7 +17,7 @@ from cumulus.m3.validate import validate
 from cumulus.schema import load_schema
 from cumulus.spark.local import local_frame
 from cumulus.sql.views import compile_views
-from cumulus.store.maps import delta_columns, key_slots, key_type, map_slice, value_slot
+from cumulus.store.maps import delta_columns, key_slots, key_type, value_slot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED = Path(__file__).resolve().parents[3] / "shared"
@@ -64,9 +64,11 @@ def run_in_batches(spark, plan, schema, events, n_batches):
         deltas = evaluate_batch(plan, batch, entries(frozen), sizes)
         if deltas is None:
             continue
-        deltas = deltas.localCheckpoint()
+        by_map: dict[str, list[dict]] = {}  # one collect, split here (a Spark job per map cost minutes)
+        for r in deltas.collect():
+            by_map.setdefault(r["map"], []).append(r.asDict())
         for m, info in plan.maps.items():
-            rows = map_slice(deltas, info).collect()
+            rows = [(*(d.get(s) for s in key_slots(info)), d[value_slot(info.type)]) for d in by_map.get(m, [])]
             assert len({tuple(r)[:-1] for r in rows}) == len(rows), f"{m}: deltas not summed per key"
             state_rows[m].extend(tuple(r) for r in rows)
     totals = {}
