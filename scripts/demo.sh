@@ -40,6 +40,13 @@ mkdir -p "$DEMO/logs"
 cumulus generate tpch --scale "$SCALE" --epochs "$EPOCHS" --fraction "$FRACTION" --out "$DEMO/stream" | sed 's/^/   /'
 
 step "2/6 Cumulus home: schema, the two sources, the views ${VIEWS[*]} (one Spark session)"
+# Airflow's metadata database is set up meanwhile (in Python, beside the home's JVM).
+airflow_db() {
+    airflow db migrate &&
+        airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)"
+}
+airflow_db >"$DEMO/logs/airflow-db.log" 2>&1 &
+DB_PID=$!
 view_args=()
 for v in "${VIEWS[@]}"; do view_args+=(--view "$v=demo/views/$v.sql"); done
 python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql --stream "$DEMO/stream" \
@@ -49,13 +56,12 @@ python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql
 
 step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME), the catalog writers' pool, the warm engine"
 # The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it
-# (its JVM starts while Airflow sets its database up).
+# (its JVM starts while the step waits for Airflow's database, set up since step 2).
 # --cadence 0: it does not pick up landed files on its own, so each run shows its ingest.
 cumulus engine serve --cadence 0 >"$DEMO/logs/engine.log" 2>&1 &
 ENGINE_PID=$!
 trap 'cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
-airflow db migrate >"$DEMO/logs/airflow-db.log" 2>&1
-airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" >>"$DEMO/logs/airflow-db.log" 2>&1
+wait "$DB_PID" || { echo "   Airflow's database setup failed; its log: $DEMO/logs/airflow-db.log" >&2; exit 1; }
 say "ok (log: $DEMO/logs/airflow-db.log)"
 # cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
 # publish, and a wait, an ingest and an apply per source.
