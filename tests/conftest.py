@@ -52,6 +52,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     return result
 
 
+# Files that share a session fixture's costly home (tests/sqlreads/conftest.py's
+# tpch_home, 50-90 s to build) run on one worker, so that it is built once, not once
+# per worker.
+ONE_WORKER = [("sqlreads/test_view_sql.py", "sqlreads/test_dbt_project.py", "sqlreads/test_sql_server.py")]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """`--dist loadfile` (a file's tests on one worker) in the order above, each worker
@@ -60,12 +66,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     by their number of tests: the kill loop started minutes late, and a worker ending a
     file of several tests took two single-test files (minutes each) behind it; the other
     worker then idled 5 of the slow tier's 17 minutes. A worker still needs one test
-    ahead of the one it runs (it tears fixtures down by the next), so one is kept."""
+    ahead of the one it runs (it tears fixtures down by the next), so one is kept. The
+    files of each ONE_WORKER group make one unit."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class OneFileAhead(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0].removeprefix("tests/")
+            return next((" + ".join(files) for files in ONE_WORKER if path in files), super()._split_scope(nodeid))
+
         def _reschedule(self, node) -> None:
             if node.shutting_down:
                 return
