@@ -26,6 +26,7 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.faults import fault_point
 from cumulus.store.commit import Snapshot, snapshots, table_metadata
 from cumulus.store.maps import maps_table, negated, summed
 
@@ -79,8 +80,8 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
                  "committed before it; repairing", epoch, record.batch_id)
         events, counts = batch_events(spark, settings, plan, record)
         should = map_state(spark, settings, mine.parent_id)
-        if earlier:
-            should = should.unionByName(union_all(earlier), allowMissingColumns=True)
+        for correction in earlier:  # by name: one read back has the version columns, a new one not
+            should = should.unionByName(correction, allowMissingColumns=True)
         right = evaluate_batch(plan, events, should, counts)
         wrong = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
         parts = [d for d in (right, negated(wrong) if wrong is not None else None) if d is not None]
@@ -93,6 +94,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         record_written(fix, write_deltas(spark, settings, fix, corrections))
         fix.status = "done"
         save_record(spark, settings, fix)
+        fault_point("repair.after-commit")
         if corrections is not None:
             earlier.append(corrections)
         repaired += 1

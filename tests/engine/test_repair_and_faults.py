@@ -19,6 +19,7 @@ from oracle import DuckOracle, assert_view_equals_sql
 from cumulus.engine.apply import APPLY_BATCH, apply_source
 from cumulus.engine.close import close_epoch
 from cumulus.errors import EpochOrderError, ExitCode
+from cumulus.faults import InjectedFault
 from cumulus.ingest.job import ingest_files
 from cumulus.m3.interpreter import Interpreter
 from cumulus.output import sort_key
@@ -78,6 +79,31 @@ def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_hom
     view = type("AtTag", (), {"entries": staticmethod(reader.all_entries(at))})
     assert_view_equals_sql(compiled, "chain", view, oracle, "epoch 1 after repair")
     assert_maps_at(reader, compiled, interp, at)
+    no_batch_twice(spark, settings, plan)
+
+
+def test_a_close_that_fails_between_repairs_resumes_them(spark, simple_home, tmp_path, monkeypatch) -> None:
+    """Three stale batches (each read the state before the first batch's commit); the
+    close fails after committing the first repair. Its retry reads that correction back
+    and repairs the others against it: the tag equals the serial result, each batch is
+    repaired once."""
+    settings, plan, compiled, events = simple_home
+    first, second = events[:80], events[80:]
+    before = snapshots(spark, maps_table(settings))[-1].snapshot_id
+    ingest_both(spark, settings, first, tmp_path / "e1")
+    apply_source(spark, settings, plan, 1, 1)
+    apply_source(spark, settings, plan, 1, 2, pin=before)
+    ingest_both(spark, settings, second, tmp_path / "e2")
+    for source_id in (1, 2):
+        apply_source(spark, settings, plan, 1, source_id, pin=before)
+    monkeypatch.setenv("CUMULUS_FAULT", "repair.after-commit:raise")
+    with pytest.raises(InjectedFault):
+        close_epoch(spark, settings, plan, 1)
+    monkeypatch.delenv("CUMULUS_FAULT")
+    metrics = close_epoch(spark, settings, plan, 1)
+    assert metrics["repaired_batches"] == 2  # (and the one committed by the failed try)
+    reader = Reader(settings)
+    assert_maps_at(reader, compiled, serial_maps(compiled, events), reader.stable(1))
     no_batch_twice(spark, settings, plan)
 
 
