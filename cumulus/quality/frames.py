@@ -160,30 +160,45 @@ def materialize(frame: DataFrame) -> DataFrame:
     """The frame read once and kept: GX runs several Spark jobs per expectation, and
     without this each of them would plan and scan every stacked table again. Fewer
     partitions than tables (a stacked frame has at least one per table) keep the many
-    small jobs cheap; the unpersist is the caller's."""
-    spark = frame.sparkSession
-    partitions = max(1, min(frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism))
-    kept = frame.coalesce(partitions).persist()
+    small jobs cheap (a coalesce never adds partitions); `release` unpersists it."""
+    kept = frame.coalesce(frame.sparkSession.sparkContext.defaultParallelism).persist()
     kept.count()
     return kept
 
 
 def for_gx(frame: DataFrame, local_rows: int):
-    """The materialized frame as GX should validate it: as pandas when it has at most
-    `local_rows` rows (GX's pandas engine runs a suite over it in a fraction of a second;
-    its Spark engine runs several Spark jobs per expectation, about 4 s per suite here on
-    an epoch's few thousand rows), else as it is (0: always). The checks are the same
-    columns' expectations either way, with one difference: pandas holds a NULL of a
-    floating column as NaN, so it counts a NaN as missing where Spark counts it as a
-    value. A frame with a NaN stays on Spark, so both engines give the same outcome."""
+    """The frame as GX should validate it: as pandas when it has at most `local_rows`
+    rows (GX's pandas engine runs a suite over it in a fraction of a second; its Spark
+    engine runs several Spark jobs per expectation, about 4 s per suite here on an epoch's
+    few thousand rows), else materialized (0: always). One Spark job decides: the first
+    `local_rows` + 1 rows, each with a flag for a NaN in a floating column. The checks are
+    the same columns' expectations either way, with one difference: pandas holds a NULL
+    of a floating column as NaN, so it counts a NaN as missing where Spark counts it as a
+    value. A frame with a NaN stays on Spark, so both engines give the same outcome. The
+    caller `release`s what it gets."""
     from pyspark.sql import functions as F
 
-    if local_rows <= 0 or frame.count() > local_rows:
-        return frame
-    floating = [F.isnan(F.col(f"`{f.name}`")) for f in frame.schema.fields if f.dataType.typeName() in ("double", "float")]
-    if floating and frame.where(functools.reduce(lambda a, b: a | b, floating)).limit(1).count():
-        return frame
-    return frame.toPandas()
+    if local_rows > 0:
+        floating = [F.isnan(F.col(f"`{f.name}`")) for f in frame.schema.fields
+                    if f.dataType.typeName() in ("double", "float")]
+        nan = functools.reduce(lambda a, b: a | b, floating) if floating else F.lit(False)
+        head = frame.select("*", nan.alias("__nan")).limit(local_rows + 1).toPandas()
+        if len(head) <= local_rows and not head["__nan"].any():
+            return head.drop(columns="__nan")
+    return materialize(frame)
+
+
+def column_values(frame, column: str) -> list:
+    """The distinct values of a column of what `for_gx` gave (pandas or Spark)."""
+    if type(frame).__module__.startswith("pandas"):
+        return list(frame[column].unique())
+    return [row[0] for row in frame.select(column).distinct().collect()]
+
+
+def release(frame) -> None:
+    """Unpersist a frame `for_gx` kept on Spark (a pandas frame holds nothing)."""
+    if not type(frame).__module__.startswith("pandas"):
+        frame.unpersist()
 
 
 def _stack(spark: SparkSession, parts: list[DataFrame], schema: str) -> DataFrame:

@@ -68,6 +68,7 @@ class GxRun:
         logging.getLogger("great_expectations").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         import great_expectations as gx
 
+        _share_compiled_templates()
         self.gx = gx
         self.home = home
         self.site_dir = site_dir(home)
@@ -178,6 +179,40 @@ class GxRun:
             raise QualityError(f"{self.run_name}: GX did not write the Data Docs index {index}")
         make_offline(self.site_dir)
         return index
+
+
+def _share_compiled_templates() -> None:
+    """GX renders every Data Docs page with a new Jinja environment (one per view), so it
+    compiles the same templates again for every page: about 1 s of every Checkpoint's
+    UpdateDataDocsAction here, most of a tiny epoch's suite. Every view of this process
+    gets one in-memory bytecode cache (Jinja's own hook: a template whose source changed
+    is compiled again); the pages are the same."""
+    import jinja2
+    from great_expectations.render.view.view import DefaultJinjaView
+
+    if getattr(DefaultJinjaView, "_cumulus_templates", None) is not None:
+        return
+
+    class Compiled(jinja2.BytecodeCache):
+        def __init__(self) -> None:
+            self.codes: dict[str, tuple[str, Any]] = {}
+
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            checksum, code = self.codes.get(bucket.key, (None, None))
+            if checksum == bucket.checksum:
+                bucket.code = code
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            self.codes[bucket.key] = (bucket.checksum, bucket.code)
+
+    compiled, init = Compiled(), DefaultJinjaView.__init__
+
+    def shared(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.env.bytecode_cache = compiled
+
+    DefaultJinjaView.__init__ = shared  # type: ignore[method-assign]
+    DefaultJinjaView._cumulus_templates = compiled  # type: ignore[attr-defined]
 
 
 def _file_context(gx, home: Path, site: Path):

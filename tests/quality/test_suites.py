@@ -25,13 +25,12 @@ ENGINES = pytest.mark.parametrize("local_rows", [10_000, 0], ids=["pandas", "spa
 
 
 def _run(spark, gx_run, suite: str, rows: list[tuple], schema: str, local_rows: int, parameters=None) -> dict:
-    frame = frames.materialize(spark.createDataFrame(rows, schema))
+    given = frames.for_gx(spark.createDataFrame(rows, schema), local_rows)
     try:
-        given = frames.for_gx(frame, local_rows)
         assert type(given).__module__.startswith("pandas") == (local_rows > 0)
         outcome = gx_run().validate(load_suites()[suite], given, parameters)
     finally:
-        frame.unpersist()
+        frames.release(given)
     return {c.name: c for c in outcome.checks}
 
 
@@ -90,13 +89,13 @@ def test_a_small_frame_goes_to_pandas_unless_it_holds_a_nan(spark) -> None:
     """pandas counts a NaN as missing, Spark as a value: a frame with one stays on Spark,
     so an epoch's outcome does not depend on which engine its frame's size picks."""
     rows = [("m_sum", '{"k":1}', 2.0, "value", None), ("m_sum", '{"k":2}', None, "value", None)]
-    frame = frames.materialize(spark.createDataFrame(rows, frames.MAPS_SCHEMA))
-    nan = frames.materialize(spark.createDataFrame([*rows, ("m_sum", '{"k":3}', float("nan"), "value", None)],
-                                                   frames.MAPS_SCHEMA))
-    try:
-        assert type(frames.for_gx(frame, 10)).__module__.startswith("pandas")
-        assert frames.for_gx(frame, 1) is frame and frames.for_gx(frame, 0) is frame
-        assert frames.for_gx(nan, 10) is nan
-    finally:
-        frame.unpersist()
-        nan.unpersist()
+    frame = spark.createDataFrame(rows, frames.MAPS_SCHEMA)
+    nan = spark.createDataFrame([*rows, ("m_sum", '{"k":3}', float("nan"), "value", None)], frames.MAPS_SCHEMA)
+    small = frames.for_gx(frame, 10)
+    assert type(small).__module__.startswith("pandas") and len(small) == 2 and list(small.columns) == frame.columns
+    for given, local_rows in ((frame, 1), (frame, 0), (nan, 10)):  # too many rows, never pandas, a NaN
+        kept = frames.for_gx(given, local_rows)
+        try:
+            assert type(kept).__module__.startswith("pyspark") and kept.is_cached and kept.count() == given.count()
+        finally:
+            frames.release(kept)
