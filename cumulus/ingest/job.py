@@ -36,7 +36,7 @@ from cumulus.errors import IngestError
 from cumulus.faults import fault_point
 from cumulus.ingest.formats import FORMATS
 from cumulus.ingest.liveness import not_alive
-from cumulus.ingest.parse import META_NAMES, parse_relation, relation_rows
+from cumulus.ingest.parse import META_NAMES, Parsed, parse_relation, relation_rows
 from cumulus.ingest.plan import InputFile, make_units, plan_files, sha256
 from cumulus.ingest.report import IngestReport
 from cumulus.ingest.sources import Source, get_source
@@ -211,18 +211,21 @@ def _ingest_new(
     in_driver = settings.is_local and sum(f.size for f in inputs) <= settings.ingest_local_bytes
     log.info("%s: parsing %d file(s) in %d unit(s)%s", ctx, len(files), len(units), " in the driver" if in_driver else "")
     passes: dict[str | None, DataFrame] = {}  # relation (None: no relation) -> its records
+    stats = []  # per file, relation, reason and op: rows (n) and positions (lo, hi)
     for name in [*schema.names, None]:
-        records = parse_relation(spark, units, schema, name, in_driver)
-        if records is not None:
-            passes[name] = records if in_driver else records.persist()
+        parsed = parse_relation(spark, units, schema, name, in_driver)
+        if parsed is not None:
+            passes[name] = parsed.frame if in_driver else parsed.frame.persist()
+            stats += parsed.local_stats() if in_driver else []
     everything = reduce(
         lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()]
     )
-    stats = (
-        everything.groupBy("__file", "__relation", "__reason", "__op")
-        .agg(F.count("*").alias("n"), F.min("__pos").alias("lo"), F.max("__pos").alias("hi"))
-        .collect()
-    )
+    if not in_driver:
+        stats = (
+            everything.groupBy(*Parsed.STATS)
+            .agg(F.count("*").alias("n"), F.min("__pos").alias("lo"), F.max("__pos").alias("hi"))
+            .collect()
+        )
     total = sum(r.n for r in stats)
     log.info("%s: parsed %d rows (%.1f s)", ctx, total, time.perf_counter() - phase)
     changed = _changed(files)

@@ -16,7 +16,7 @@ are only scanned for their event-order numbers).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cumulus.ingest.fastpath import CHUNK_BYTES, Leave, fast_segments
@@ -205,22 +205,49 @@ def make_parser(units: list[Unit], schema: Schema, only: str | None):
 
 def parse_relation(
     spark: SparkSession, units: list[Unit], schema: Schema, only: str | None, in_driver: bool = False
-) -> DataFrame | None:
-    """The DataFrame of one relation's records (None: no unit may hold it): lazy, parsed
-    by Spark's Python tasks; or, `in_driver`, parsed here at once and held as a local
-    frame (a small batch on a local master: no Python worker starts, no task parses)."""
+) -> Parsed | None:
+    """One relation's records (None: no unit may hold it): a lazy DataFrame parsed by
+    Spark's Python tasks; or, `in_driver`, parsed here at once and held as a local frame
+    with its rows (a small batch on a local master: no Python worker starts, no task
+    parses, and the rows' counts need no Spark job: `Parsed.stats`)."""
     mine = units_for(units, only)
     if not mine:
         return None
-    relation = schema.relation(only) if only is not None else None
+    ddl = spark_ddl(schema.relation(only) if only is not None else None)
     if in_driver:
         parse = make_parser(units, schema, only)
-        ids = pa_ids([u.index for u in mine])
-        rows = [row for batch in parse([ids]) for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
-        return local_frame(spark, rows, spark_ddl(relation))
+        rows = [row for batch in parse([pa_ids([u.index for u in mine])])
+                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+        return Parsed(local_frame(spark, rows, ddl), rows)
     tasks = max(1, min(len(mine), spark.sparkContext.defaultParallelism * 4))
     ids = local_frame(spark, [(u.index,) for u in mine], "u INT").repartition(tasks)
-    return ids.mapInArrow(make_parser(units, schema, only), spark_ddl(relation))
+    return Parsed(ids.mapInArrow(make_parser(units, schema, only), ddl), None)
+
+
+@dataclass
+class Parsed:
+    """A relation's parsed records: the frame (META columns first, then the relation's),
+    and its rows when they were parsed in the driver (None: Spark's tasks parse them)."""
+
+    frame: DataFrame
+    rows: list[tuple] | None
+
+    STATS = ("__file", "__relation", "__reason", "__op")  # grouped by; then n, lo, hi (positions)
+
+    def local_stats(self) -> list:
+        """The rows counted per STATS as the ingest's stats query would (Row objects with
+        n, lo, hi); only for rows parsed in the driver."""
+        from pyspark.sql import Row
+
+        at = [META_NAMES.index(n) for n in self.STATS]
+        pos = META_NAMES.index("__pos")
+        groups: dict[tuple, list[int]] = {}
+        for row in self.rows or ():
+            n_lo_hi = groups.setdefault(tuple(row[i] for i in at), [0, row[pos], row[pos]])
+            n_lo_hi[0] += 1
+            n_lo_hi[1], n_lo_hi[2] = min(n_lo_hi[1], row[pos]), max(n_lo_hi[2], row[pos])
+        stat = Row(*self.STATS, "n", "lo", "hi")
+        return [stat(*key, *values) for key, values in groups.items()]
 
 
 def pa_ids(numbers: list[int]) -> pa.RecordBatch:
