@@ -25,15 +25,16 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.faults import fault_point
 from cumulus.store.commit import Snapshot, snapshots, table_metadata
-from cumulus.store.maps import maps_table, negated, summed
+from cumulus.store.maps import VERSION_COLUMNS, maps_table, negated, summed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.repair")
+VERSIONS = [name for name, _ in VERSION_COLUMNS]
 
 
 def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | None:
@@ -83,9 +84,12 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         for correction in earlier:  # by name: one read back has the version columns, a new one not
             should = should.unionByName(correction, allowMissingColumns=True)
         right = evaluate_batch(plan, events, should, counts)
-        wrong = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
-        parts = [d for d in (right, negated(wrong) if wrong is not None else None) if d is not None]
-        corrections = summed(union_all(parts)).localCheckpoint() if parts else None
+        # What the batch's apply committed, of the maps the plan keeps (a view dropped since
+        # took its own maps' rows away).
+        wrote = _appended(spark, settings, mine).drop(*VERSIONS)
+        wrote = wrote.where(wrote["map"].isin(list(plan.maps)))
+        corrections = summed(negated(wrote) if right is None else right.unionByName(
+            negated(wrote), allowMissingColumns=True)).localCheckpoint()
         fix = ApplyRecord(
             batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
             status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
@@ -95,8 +99,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         fix.status = "done"
         save_record(spark, settings, fix)
         fault_point("repair.after-commit")
-        if corrections is not None:
-            earlier.append(corrections)
+        earlier.append(corrections)
         repaired += 1
     return repaired
 
