@@ -20,7 +20,7 @@ each epoch closed since is verified:
 
 prints, last, `soak: K kills, E epochs verified, 0 lost, 0 duplicated` (with the real
 numbers) and exits 1 on any failure. tests/engine/test_kill_loop.py runs it in CI with
-12 kills (one round of every kind of instant). The worker is this file too (`worker HOME
+6 kills (one of every kind of instant). The worker is this file too (`worker HOME
 LANDING THROUGH SEED`): it calls the engine library (cumulus.engine.api.Engine), as the
 DAG's steps and the CLI do."""
 
@@ -199,10 +199,10 @@ SEALED_LINE = "open -> applied"
 
 
 def kill_points(rng: random.Random, kills: int) -> list[str]:
-    """The kind of step each kill waits for: shuffled rounds of STEPS by weight (each kind
-    gets its share, in a random order)."""
+    """The kind of step each kill waits for: every kind once (in a random order), then
+    shuffled rounds of STEPS by weight (each kind gets its share, in a random order)."""
     pool = [kind for kind, (weight, _) in STEPS.items() for _ in range(weight)]
-    points: list[str] = []
+    points = rng.sample(list(STEPS), len(STEPS))
     while len(points) < kills:
         points += rng.sample(pool, len(pool))
     return points[:kills]
