@@ -5,6 +5,7 @@ view keeps every existing map and its table, and adds tables for the new maps on
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING
@@ -111,14 +112,24 @@ def compile_all(
     own maps; and the maps of each program. Dropped views are compiled so that every map
     keeps its name (map names come from the view that first needed them, and old epochs'
     tags hold the maps under those names)."""
-    views = [v for v in rows if v.kind != DROPPED]
-    compiled = compile_views(schema, [(v.name, v.sql) for v in views if v.kind == SQL], dialect)
+    compiled, programs = _compiled(schema, tuple((v.name, v.sql, v.kind) for v in rows if v.kind != DROPPED), dialect)
+    return compiled, dict(programs)
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(
+    schema: Schema, views: tuple[tuple[str, str, str], ...], dialect: str,
+) -> tuple[Compilation, dict[str, set[str]]]:
+    """compile_all's work for the views (name, text, kind), kept for the last few
+    registries a process saw: a Compilation is immutable, and `view add` compiles the
+    registry before and after the view (the one before: the last add's after)."""
+    compiled = compile_views(schema, [(name, text) for name, text, kind in views if kind == SQL], dialect)
     programs: dict[str, set[str]] = {}  # program -> its maps
-    for v in views:
-        if v.kind == M3:
+    for name, text, kind in views:
+        if kind == M3:
             before = set(compiled.checked.maps)
-            compiled = with_program(compiled, v.name, v.sql)
-            programs[v.name] = set(compiled.checked.maps) - before
+            compiled = with_program(compiled, name, text)
+            programs[name] = set(compiled.checked.maps) - before
     return compiled, programs
 
 
