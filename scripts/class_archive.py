@@ -71,7 +71,7 @@ def default_out() -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.spark.session import DUMP_ARCHIVE
+    from cumulus.spark.session import DUMP_ARCHIVE, JVM_OPTIONS, QUICK_JIT
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="where to write it (default: the path --where prints)")
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         # deployment's catalog, warehouse or master) must not point the workload at it.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUMULUS_") or k == "CUMULUS_JARS_DIR"}
         env[DUMP_ARCHIVE] = str(partial)
+        # C1 only: the workload is many tiny jobs, where C2's compilations cost more CPU
+        # than they save (the classes it loads, all the archive holds, are the same).
+        env[JVM_OPTIONS] = QUICK_JIT
         done = subprocess.run([sys.executable, __file__, "--home", str(Path(tmp) / "home")], env=env,
                               capture_output=True, text=True)
     if done.returncode != 0 or not partial.is_file():

@@ -17,6 +17,7 @@ import pytest
 from envkit import KEPT_ENV
 
 from cumulus.config import Settings
+from cumulus.spark.session import QUICK_JIT
 
 TESTS = Path(__file__).resolve().parent
 
@@ -93,8 +94,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # The driver JVMs of the tests (this process's and every process it starts) compile with
 # C1 only: their Spark jobs are many, tiny and short, so C2's compilations cost more CPU
 # than they save (about 30% of the kill loop's CPU time; docs/STACK.md, "A cold JVM").
-# C1's code cache must be larger than its default 48 MB.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+TEST_JVM_OPTIONS = QUICK_JIT
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -26,6 +26,11 @@ DUMP_ARCHIVE = "CUMULUS_CLASS_ARCHIVE_DUMP"
 # More options for the driver JVM, appended to Cumulus' own: e.g. the quick JIT that the
 # test suite uses (docs/STACK.md, "A cold JVM").
 JVM_OPTIONS = "CUMULUS_JVM_OPTIONS"
+# C1 (the quick JIT) only, with room for its code: for JVMs that run many tiny, short
+# jobs, where C2's compilations cost more CPU than they save (the test suite's drivers,
+# the class-data archive's workload). C1's code cache must be larger than its default
+# 48 MB, which filled within 30 s of the kill loop's worker.
+QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 CODEGEN_CACHE = 1000  # compiled classes a session keeps (Spark's default: 100)
 
 
