@@ -72,12 +72,27 @@ def arith(op: str, a, b):
     return a * b
 
 
-def compare(op: str, a, b) -> bool | None:
+def _add(a, b):
+    """arith("+", a, b), quicker where both have one type or one is an int (the
+    interpreter's hot path; only a Decimal and a float need _num)."""
     if a is None or b is None:
         return None
-    if not isinstance(a, (str, dt.date)):
-        a, b = _num(a, b)
-    return _COMPARE[op](a, b)
+    return a + b if type(a) is type(b) or int in (type(a), type(b)) else arith("+", a, b)
+
+
+def _sub(a, b):
+    if a is None or b is None:
+        return None
+    return a - b if type(a) is type(b) or int in (type(a), type(b)) else arith("-", a, b)
+
+
+def _mul(a, b):
+    if a is None or b is None:
+        return None
+    return a * b if type(a) is type(b) or int in (type(a), type(b)) else arith("*", a, b)
+
+
+_ARITH = {"+": _add, "-": _sub, "*": _mul}
 
 
 _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -138,7 +153,7 @@ class MapStore:
 
     def add(self, key: tuple, delta) -> None:
         old = self.entries.get(key)
-        new = delta if old is None else arith("+", old, delta)
+        new = delta if old is None else _add(old, delta)
         if new == 0:
             if old is not None:
                 del self.entries[key]
@@ -169,12 +184,22 @@ class _Loop:
     probe: tuple[Code, ...]
     binds: tuple[str | None, ...]
 
+    @functools.cached_property
+    def binds_at(self) -> tuple[tuple[int, str], ...]:
+        """(position, variable) of each position that binds one."""
+        return tuple((i, name) for i, name in enumerate(self.binds) if name is not None)
+
 
 @dataclass(frozen=True)
 class _Term:
     sign: int
     factors: tuple[Code, ...]
     loops: tuple[_Loop, ...]
+
+    @functools.cached_property
+    def loop_at(self) -> dict[int, int]:
+        """The factors that are loops: factor index -> loop index."""
+        return {loop.factor: j for j, loop in enumerate(self.loops)}
 
 
 @dataclass(frozen=True)
@@ -197,6 +222,7 @@ class Interpreter:
         self.state = {name: MapStore(info.arity) for name, info in checked.maps.items()}
         self.events_processed = 0
         self._arity = {r.name: r.arity for r in checked.schema.relations}
+        self._types = {name: info.type for name, info in checked.maps.items()}
         self._triggers: dict[str, tuple[_Statement, ...]] = {}  # by event, e.g. +orders
 
     # -- public
@@ -218,7 +244,7 @@ class Interpreter:
         for stmt in self._compiled(trigger):
             self._statement(stmt, env, updates)
         for name, key, delta in updates:
-            self.state[name].add(key, coerce(delta, self.checked.maps[name].type))
+            self.state[name].add(key, coerce(delta, self._types[name]))
 
     def run(self, events: Iterable[Event]) -> Interpreter:
         for e in events:
@@ -258,30 +284,36 @@ class Interpreter:
         """Append the statement's updates in `env` to `updates`: per term, every
         combination of the entries its loops match, times the other factors."""
         for term in stmt.terms:
-            choices = []
+            if not term.loops:  # (most terms) the factors in `env`
+                value = term.sign
+                for f in term.factors:
+                    value = _mul(value, f(env))
+                    if value is None or value == 0:
+                        break
+                else:
+                    updates.append((stmt.target, tuple([a(env) for a in stmt.key]), value))
+                continue
+            found = []  # per loop, the (key, value) entries it matches
             for loop in term.loops:
-                probe = tuple(code(env) for code in loop.probe)
+                probe = tuple([code(env) for code in loop.probe])
                 matches = None if None in probe else loop.store.matching(loop.bound, probe)  # NULL matches nothing
                 if not matches:
                     break
-                choices.append([(loop, key, value) for key, value in matches])
+                found.append(matches)
             else:
-                for combo in itertools.product(*choices):
-                    local, fixed = env, {}
-                    if combo:
-                        local = dict(env)
-                        for loop, key, value in combo:
-                            for name, k in zip(loop.binds, key, strict=True):
-                                if name is not None:
-                                    local[name] = k
-                            fixed[loop.factor] = value
+                for combo in itertools.product(*found) if len(found) > 1 else ((m,) for m in found[0]):
+                    local = env.copy()
+                    for loop, (key, _) in zip(term.loops, combo, strict=True):
+                        for i, name in loop.binds_at:
+                            local[name] = key[i]
                     value = term.sign
                     for n, f in enumerate(term.factors):
-                        value = arith("*", value, fixed[n] if n in fixed else f(local))
+                        loop_n = term.loop_at.get(n)
+                        value = _mul(value, f(local) if loop_n is None else combo[loop_n][1])
                         if value is None or value == 0:
                             break
                     else:
-                        updates.append((stmt.target, tuple(a(local) for a in stmt.key), value))
+                        updates.append((stmt.target, tuple([a(local) for a in stmt.key]), value))
 
     def code(self, e: Expr) -> Code:
         """`e` as a function of the environment: a number (or NULL) for an expression,
@@ -306,8 +338,8 @@ class Interpreter:
                 return 0 if None in key else store.get(key)
             return lookup
         if isinstance(e, BinOp):
-            op, left, right = e.op, self.code(e.left), self.code(e.right)
-            return lambda env: arith(op, left(env), right(env))
+            op, left, right = _ARITH[e.op], self.code(e.left), self.code(e.right)
+            return lambda env: op(left(env), right(env))
         if isinstance(e, Neg):
             operand = self.code(e.operand)
 
@@ -326,8 +358,16 @@ class Interpreter:
             cond, then, else_ = self.code(e.cond), self.code(e.then), self.code(e.else_)
             return lambda env: then(env) if cond(env) is True else else_(env)
         if isinstance(e, Cmp):
-            op, left, right = e.op, self.code(e.left), self.code(e.right)
-            return lambda env: compare(op, left(env), right(env))
+            op, left, right = _COMPARE[e.op], self.code(e.left), self.code(e.right)
+
+            def cmp(env):  # NULL if either side is; a float and a Decimal compare as floats
+                a, b = left(env), right(env)
+                if a is None or b is None:
+                    return None
+                if type(a) is not type(b) and not isinstance(a, (str, dt.date)):
+                    a, b = _num(a, b)
+                return op(a, b)
+            return cmp
         if isinstance(e, IsNull):
             operand, negated = self.code(e.operand), e.negated
             return lambda env: (operand(env) is None) != negated
