@@ -32,7 +32,7 @@ test-spark: setup
 	$(PY) -m pytest tests -m spark $(ARGS)
 
 # The random kill loop (tests/engine/killloop.py): the pipeline's worker SIGKILLed at
-# KILLS random instants (200), resumed each time, every closed epoch verified. CI runs 12
+# KILLS random instants (200), resumed each time, every closed epoch verified. CI runs 6
 # (tests/engine/test_kill_loop.py). The last line: soak: K kills, E epochs verified, ...
 soak: setup
 	$(PY) tests/engine/killloop.py --kills $(or $(KILLS),200) $(if $(SEED),--seed $(SEED))

@@ -188,16 +188,21 @@ def for_gx(frame: DataFrame, local_rows: int):
     return materialize(frame)
 
 
+def is_local(frame) -> bool:
+    """True for a pandas frame (what `for_gx` gives for a small frame), False for Spark."""
+    return type(frame).__module__.startswith("pandas")
+
+
 def column_values(frame, column: str) -> list:
     """The distinct values of a column of what `for_gx` gave (pandas or Spark)."""
-    if type(frame).__module__.startswith("pandas"):
+    if is_local(frame):
         return list(frame[column].unique())
     return [row[0] for row in frame.select(column).distinct().collect()]
 
 
 def release(frame) -> None:
     """Unpersist a frame `for_gx` kept on Spark (a pandas frame holds nothing)."""
-    if not type(frame).__module__.startswith("pandas"):
+    if not is_local(frame):
         frame.unpersist()
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from cumulus.errors import QualityError
 from cumulus.quality.assets import make_offline
+from cumulus.quality.frames import is_local
 from cumulus.quality.spec import SuiteSpec
 from cumulus.quality.summary import context_dir, site_dir
 
@@ -143,7 +144,7 @@ class GxRun:
             raise QualityError(
                 f"suite {spec.name}: the frame has columns {columns}, {spec.path} declares {list(spec.frame)}"
             )
-        kind = "pandas" if type(frame).__module__.startswith("pandas") else "spark"
+        kind = "pandas" if is_local(frame) else "spark"
         checkpoint = self.checkpoint(spec, kind)
         from great_expectations.core.run_identifier import RunIdentifier
 
