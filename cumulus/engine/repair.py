@@ -84,12 +84,14 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         for correction in earlier:  # by name: one read back has the version columns, a new one not
             should = should.unionByName(correction, allowMissingColumns=True)
         right = evaluate_batch(plan, events, should, counts)
-        # What the batch's apply committed, of the maps the plan keeps (a view dropped since
-        # took its own maps' rows away).
-        wrote = _appended(spark, settings, mine).drop(*VERSIONS)
-        wrote = wrote.where(wrote["map"].isin(list(plan.maps)))
-        corrections = summed(negated(wrote) if right is None else right.unionByName(
-            negated(wrote), allowMissingColumns=True)).localCheckpoint()
+        corrections = None  # (none: no delta either way)
+        if right is not None or record.deltas:
+            # What the batch's apply committed, of the maps the plan keeps (a view dropped
+            # since took its own maps' rows away).
+            wrote = _appended(spark, settings, mine).drop(*VERSIONS)
+            wrote = negated(wrote.where(wrote["map"].isin(list(plan.maps))))
+            corrections = summed(wrote if right is None else right.unionByName(wrote, allowMissingColumns=True))
+            corrections = corrections.localCheckpoint()
         fix = ApplyRecord(
             batch_id=f"repair-{record.batch_id}", kind="repair", epoch=epoch, source_id=record.source_id,
             status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
@@ -99,7 +101,8 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         fix.status = "done"
         save_record(spark, settings, fix)
         fault_point("repair.after-commit")
-        earlier.append(corrections)
+        if corrections is not None:
+            earlier.append(corrections)
         repaired += 1
     return repaired
 
