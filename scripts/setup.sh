@@ -35,7 +35,6 @@ as_root() {
 
 # --- 1. system packages ------------------------------------------------------------
 missing=()
-background=()  # jobs started in the background (bytecode), waited for at the end
 java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
@@ -100,7 +99,7 @@ site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 if [ "$(cat "$BYTECODE_STAMP" 2>/dev/null)" != "$deps_hash" ]; then
     say "compiling the packages' bytecode (python -m compileall, once per requirements; in the background)"
     ( "$PY" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true; echo "$deps_hash" >"$BYTECODE_STAMP" ) &
-    background+=($!)
+    bytecode_job=$!
 fi
 "$PY" -m compileall -q -j 0 cumulus dags plugins spark_jobs scripts bench tests >/dev/null 2>&1 || true  # the repo's own: only what changed
 
@@ -180,6 +179,8 @@ fi
 if [ -n "${npm_job:-}" ]; then
     wait "$npm_job" || die "npm ci in web/ failed (the reports need web/node_modules; see web/package.json)"
 fi
-for job in "${background[@]}"; do wait "$job"; done
+if [ -n "${bytecode_job:-}" ]; then
+    wait "$bytecode_job"
+fi
 
 say "done: jars in ${JARS#"$ROOT"/}, venv in .venv, web assets in web/node_modules, class archive in ${archive#"$ROOT"/}"

@@ -28,13 +28,12 @@ from cumulus.engine.apply import (
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.faults import fault_point
 from cumulus.store.commit import Snapshot, snapshots, table_metadata
-from cumulus.store.maps import VERSION_COLUMNS, maps_table, negated, summed
+from cumulus.store.maps import maps_table, negated, summed, unversioned
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.repair")
-VERSIONS = [name for name, _ in VERSION_COLUMNS]
 
 
 def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | None:
@@ -88,7 +87,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         if right is not None or record.deltas:
             # What the batch's apply committed, of the maps the plan keeps (a view dropped
             # since took its own maps' rows away).
-            wrote = _appended(spark, settings, mine).drop(*VERSIONS)
+            wrote = unversioned(_appended(spark, settings, mine))
             wrote = negated(wrote.where(wrote["map"].isin(list(plan.maps))))
             corrections = summed(wrote if right is None else right.unionByName(wrote, allowMissingColumns=True))
             corrections = corrections.localCheckpoint()

@@ -72,27 +72,18 @@ def arith(op: str, a, b):
     return a * b
 
 
-def _add(a, b):
-    """arith("+", a, b), quicker where both have one type or one is an int (the
+def _quick(op: str, fn: Callable):
+    """arith(op, a, b), quicker where both have one type or one is an int (the
     interpreter's hot path; only a Decimal and a float need _num)."""
-    if a is None or b is None:
-        return None
-    return a + b if type(a) is type(b) or int in (type(a), type(b)) else arith("+", a, b)
+    def quick(a, b):
+        if a is None or b is None:
+            return None
+        return fn(a, b) if type(a) is type(b) or int in (type(a), type(b)) else arith(op, a, b)
+    return quick
 
 
-def _sub(a, b):
-    if a is None or b is None:
-        return None
-    return a - b if type(a) is type(b) or int in (type(a), type(b)) else arith("-", a, b)
-
-
-def _mul(a, b):
-    if a is None or b is None:
-        return None
-    return a * b if type(a) is type(b) or int in (type(a), type(b)) else arith("*", a, b)
-
-
-_ARITH = {"+": _add, "-": _sub, "*": _mul}
+_ARITH = {op: _quick(op, fn) for op, fn in (("+", operator.add), ("-", operator.sub), ("*", operator.mul))}
+_add, _mul = _ARITH["+"], _ARITH["*"]
 
 
 _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}

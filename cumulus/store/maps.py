@@ -182,6 +182,12 @@ def live() -> Column:
     return F.expr(" OR ".join(f"coalesce(`{value_slot(t)}` != 0, false)" for t in VALUE_TYPES))
 
 
+def unversioned(rows: DataFrame) -> DataFrame:
+    """Rows of maps.entries without their version columns (epoch, source_id, seq): delta
+    rows, as `summed` and `negated` take them."""
+    return rows.drop(*(c for c, _ in VERSION_COLUMNS))
+
+
 def negated(rows: DataFrame) -> DataFrame:
     """Delta rows with every value negated."""
     from pyspark.sql import functions as F
@@ -248,7 +254,7 @@ def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_
     started = time.perf_counter()
     rows = spark.table(table)
     columns = [(f.name, f.dataType) for f in rows.schema.fields]
-    old = summed(rows.where(F.col("epoch") <= through).drop(*(c for c, _ in VERSION_COLUMNS)))
+    old = summed(unversioned(rows.where(F.col("epoch") <= through)))
     compacted = versioned(old, columns, {"epoch": through, "source_id": COMPACTED_SOURCE, "seq": 0})
     kept = rows.where(F.col("epoch") > through)
     props = commit.write_options({COMPACTED_THROUGH: through})
