@@ -32,7 +32,6 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 T0=$(date +%s)
 step() { printf '\n\033[1m== [%3ds] %s\033[0m\n' "$(( $(date +%s) - T0 ))" "$*"; }
 say() { printf '   %s\n' "$*"; }
-date_of() { "$VENV_BIN/python" -c "import datetime as d; print((d.datetime.fromisoformat('$START') + d.timedelta(days=$1)).isoformat())"; }
 
 step "1/6 TPC-H event stream: scale $SCALE, $EPOCHS epochs, ${FRACTION} of lineitem changed per epoch"
 rm -rf "$DEMO"
@@ -43,10 +42,10 @@ step "2/6 Cumulus home: schema, the two sources, the views ${VIEWS[*]} (one Spar
 # Airflow's metadata database is set up meanwhile (in Python, beside the home's JVM).
 airflow_db() {
     airflow db migrate &&
-        airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)"
+        airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" &&
+        touch "$DEMO/logs/airflow-db.done"
 }
 airflow_db >"$DEMO/logs/airflow-db.log" 2>&1 &
-DB_PID=$!
 view_args=()
 for v in "${VIEWS[@]}"; do view_args+=(--view "$v=demo/views/$v.sql"); done
 python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql --stream "$DEMO/stream" \
@@ -54,46 +53,27 @@ python scripts/demo_home.py --home "$CUMULUS_HOME" --schema demo/tpch_schema.sql
     --pipeline "start=$START" --pipeline epoch_interval=1d --pipeline late_timeout=5m \
     --pipeline poke_interval=10s --pipeline retry_delay=10s 2>"$DEMO/logs/home.log" | sed 's/^/   /'
 
-step "3/6 Airflow: metadata database (SQLite in $AIRFLOW_HOME), the catalog writers' pool, the warm engine"
-# The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it
-# (its JVM starts while the step waits for Airflow's database, set up since step 2).
+step "3/6 Airflow (SQLite metadata in $AIRFLOW_HOME) and the warm engine"
+# The warm engine: one Spark session that runs every Spark step the DAG's tasks hand it.
 # --cadence 0: it does not pick up landed files on its own, so each run shows its ingest.
 cumulus engine serve --cadence 0 >"$DEMO/logs/engine.log" 2>&1 &
 ENGINE_PID=$!
 trap 'cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
-wait "$DB_PID" || { echo "   Airflow's database setup failed; its log: $DEMO/logs/airflow-db.log" >&2; exit 1; }
-say "ok (log: $DEMO/logs/airflow-db.log)"
+say "engine log: $DEMO/logs/engine.log; Airflow's database: $DEMO/logs/airflow-db.log"
 # cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
 # publish, and a wait, an ingest and an apply per source.
 TASKS=$(( 5 + 3 * $(cumulus source list --format csv | tail -n +2 | wc -l) ))
-for _ in $(seq 1 240); do
-    [ -f "$CUMULUS_HOME/engine/engine.json" ] && break
-    kill -0 "$ENGINE_PID" 2>/dev/null || { echo "   the warm engine did not start; its log: $DEMO/logs/engine.log" >&2; exit 1; }
-    sleep 0.5
-done
-say "warm engine up: $(cumulus engine status --format csv | awk -F, '$1=="url" {print $2}') (log: $DEMO/logs/engine.log)"
 
-for n in $(seq 1 "$EPOCHS"); do
-    when="$(date_of "$n")"
-    step "4/6 Epoch $n: airflow dags test cumulus_epoch $when --conf '{\"epoch\": $n}'"
-    # A progress bar of the run's tasks; the views print at tag epoch-N as soon as the
-    # close task ends (scripts/demo_dag.py), while validation runs.
-    python scripts/demo_dag.py --log "$DEMO/logs/cumulus_epoch-$n.log" --tasks "$TASKS" --clock "$T0" \
-        --views "$n" "${VIEWS[@]}" -- airflow dags test cumulus_epoch "$when" --conf "{\"epoch\": $n}"
-    say ""
-    cumulus epoch status | sed 's/^/   /'
-    say ""
-    # The quality report ends with the path of the epoch's Data Docs page.
-    if ! cumulus quality report --epoch "$n" 2>/dev/null | sed 's/^/   /'; then
-        say "validation: $(cumulus epoch status --format csv | awk -F, -v e="$n" '$1==e {print $NF}')"
-        say "report: $CUMULUS_HOME/reports/epoch-$n/index.html"
-    fi
-done
-
-step "5/6 dbt on the published snapshot: airflow dags test cumulus_dbt"
-log="$DEMO/logs/cumulus_dbt.log"
-python scripts/demo_dag.py --log "$log" -- airflow dags test cumulus_dbt "$(date_of "$EPOCHS")"
-say "dbt: success: staging and marts rebuilt at the last epoch (log: $log)"
+# Steps 4 and 5: every epoch through cumulus_epoch, then cumulus_dbt, in one Airflow
+# process started now (its imports and execution API while the engine's JVM starts); the
+# runs begin once Airflow's database and the engine are up. A progress bar per run; an
+# epoch's views print at tag epoch-N as soon as its close task ends, while validation
+# runs; then the ledger and the validation report.
+python scripts/demo_dag.py --logs "$DEMO/logs" --start "$START" --epochs "$EPOCHS" --tasks "$TASKS" \
+    --views "${VIEWS[@]}" --clock "$T0" --wait "$DEMO/logs/airflow-db.done" --wait "$CUMULUS_HOME/engine/engine.json" || {
+    kill -0 "$ENGINE_PID" 2>/dev/null || echo "   the warm engine stopped; its log: $DEMO/logs/engine.log" >&2
+    exit 1
+}
 
 step "6/6 Done in $(( $(date +%s) - T0 )) s. Everything is in $DEMO"
 cat <<EOF

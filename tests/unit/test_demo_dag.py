@@ -1,7 +1,8 @@
-"""scripts/demo_dag.py, the demo's progress bar over `airflow dags test`: it reads the
-lines Airflow 3 and dbt really print (copied from a demo run's logs, shortened) into
-tasks done, the task at work, dbt's nodes and the run's outcome; replayed through the
-script, a run's end decides its exit status and every line reaches the log."""
+"""scripts/demo_dag.py, the demo's progress bars over its `airflow dags test` runs: it
+reads the lines Airflow 3 and dbt really print (copied from a demo run's logs, shortened)
+into tasks done, the task at work, dbt's nodes and the run's outcome; a run's output,
+replayed as scripts/airflow_runs.py prints it, reaches its log up to the runner's exit
+line, and its end decides the outcome."""
 
 from __future__ import annotations
 
@@ -52,15 +53,27 @@ def test_the_task_at_work_then_dbt_nodes_take_over_the_bar() -> None:
     assert state.current == "dbt: 5 of 66 nodes"
 
 
-def test_a_replayed_run_logs_every_line_and_exits_by_its_outcome(tmp_path, capsys) -> None:
-    recorded = tmp_path / "recorded.log"
-    log = tmp_path / "out" / "run.log"
-    recorded.write_text(EPOCH_RUN)
-    assert demo_dag.main(["--log", str(log), "--tasks", "11", "--", "cat", str(recorded)]) == 0
-    assert log.read_text() == EPOCH_RUN
-    assert "ingest: skipped (no untaken files)" in capsys.readouterr().out
+def test_the_runs_are_the_epochs_then_dbt_in_airflow_s_own_words() -> None:
+    runs = demo_dag.demo_runs("2024-01-01T00:00:00+00:00", 2, 11)
+    assert [r.command for r in runs] == [
+        """dags test cumulus_epoch 2024-01-02T00:00:00+00:00 --conf '{"epoch": 1}'""",
+        """dags test cumulus_epoch 2024-01-03T00:00:00+00:00 --conf '{"epoch": 2}'""",
+        "dags test cumulus_dbt 2024-01-03T00:00:00+00:00",
+    ]
+    assert [(r.epoch, r.tasks, r.log) for r in runs] == [
+        (1, 11, "cumulus_epoch-1.log"), (2, 11, "cumulus_epoch-2.log"), (None, None, "cumulus_dbt.log")]
 
-    recorded.write_text(EPOCH_RUN.replace("state=success", "state=failed"))
-    assert demo_dag.main(["--log", str(log), "--", "cat", str(recorded)]) == 1
-    assert f"the run did not succeed (failed); its log: {log}" in capsys.readouterr().err
-    assert demo_dag.main(["--log", str(log), sys.executable]) == 2  # no command after --
+
+def test_a_run_is_followed_up_to_its_exit_line_into_its_log(tmp_path, capsys) -> None:
+    from rich.console import Console
+
+    run = demo_dag.Run("dbt", "dags test cumulus_dbt 2024-01-02", "cumulus_dbt.log", tasks=1)
+    failed = EPOCH_RUN.replace("state=success", "state=failed")
+    lines = iter((EPOCH_RUN + "[airflow_runs] exit 0\n" + failed + "[airflow_runs] exit 1\n").splitlines(keepends=True))
+    console = Console(file=sys.stdout)
+    assert demo_dag.follow(run, lines, tmp_path / "one.log", console, [], None) == "success"
+    assert (tmp_path / "one.log").read_text() == EPOCH_RUN  # every line, up to the runner's exit line
+    assert "ingest: skipped (no untaken files)" in capsys.readouterr().out
+    assert demo_dag.follow(run, lines, tmp_path / "two.log", console, [], None) == "failed"
+    assert (tmp_path / "two.log").read_text() == failed
+    assert demo_dag.follow(run, iter([]), tmp_path / "three.log", console, [], None) is None
