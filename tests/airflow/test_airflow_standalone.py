@@ -105,6 +105,7 @@ def airflow(tmp_path_factory):
                                      "maintenance_interval": "3650d", "microbatch_interval": "3650d",
                                      "engine_wait": "0s"})
     env.setup(stream, DEMO_VIEWS)  # the views the dbt project reads
+    env.close()  # its Airflow process: the scheduler's from here on
     engine = WarmEngine(env)
     port = free_port()
     password = secrets.token_urlsafe(12)

@@ -40,6 +40,7 @@ def pipeline(tmp_path_factory):
     env.setup(stream)
     engines = [WarmEngine(env)]
     yield env, stream, engines
+    env.close()
     for engine in engines:
         if engine.proc.poll() is None:
             engine.kill()
