@@ -223,9 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         runner.stdin.write(runs[0].command + "\n")
         runner.stdin.flush()
         for i, run in enumerate(runs):
-            if i:
-                if runs[i - 1].epoch is not None:  # while the next run starts
-                    report_epoch(console, runs[i - 1].epoch)
+            if i and runs[i - 1].epoch is not None:  # while this run starts
+                report_epoch(console, runs[i - 1].epoch)
             elapsed = f"[{time.time() - args.clock:3.0f}s] " if args.clock else ""
             console.print(f"\n[bold]== {elapsed}{run.title}[/]", markup=True, highlight=False)
             outcome = follow(run, lines, args.logs / run.log, console, args.views, args.clock)
