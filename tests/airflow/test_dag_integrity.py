@@ -1,7 +1,8 @@
 """DAG integrity: every DAG in dags/ imports without errors (Airflow's DagBag, in a fresh
 AIRFLOW_HOME), has tags and retries >= 2 on every task; the epoch DAG's shape (mapped
 per-source tasks, ordering, pool, asset, interval from configuration); the UI plugin
-loads with its FastAPI app and navigation entry. No Spark runs."""
+loads with its FastAPI app and navigation entry; the tests' (and the demo's) one Airflow
+process for many commands, scripts/airflow_runs.py. No Spark runs."""
 
 from __future__ import annotations
 
@@ -47,9 +48,15 @@ print("REPORT" + json.dumps({
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def env(tmp_path_factory):
     env = AirflowEnv(tmp_path_factory.mktemp("integrity"))
     env.airflow("db", "migrate")  # the metadata database
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def report(env):
     environ = env.env()
     environ["CUMULUS_PIPELINE_EPOCH_INTERVAL"] = "2h"  # configuration reaches the DAG
     environ["CUMULUS_PIPELINE_POOL"] = "cumulus_test_pool"
@@ -167,3 +174,15 @@ def test_a_task_follows_its_engine_step_then_defers(monkeypatch):
     with pytest.raises(TaskDeferred) as at_once:
         handed([running], 0)
     assert at_once.value.trigger.offset == 0
+
+
+def test_one_airflow_process_runs_commands_as_the_cli_would(env) -> None:
+    """Each command's exit status and output come back apart; a command that fails (here
+    argparse's) leaves the process running the next; structured output stays clean."""
+    runner = env.runner
+    assert runner is not None and runner.alive  # the fixture's `db migrate` started it
+    bad = env.airflow("pools", "no-such-action", check=False)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    pools = env.airflow("pools", "list", "--output", "json")
+    assert "default_pool" in {p["pool"] for p in json.loads(pools.stdout)}
+    assert env.runner is runner and runner.alive  # the same process throughout
