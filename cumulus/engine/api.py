@@ -27,7 +27,7 @@ from cumulus.errors import CumulusError, ExitCode, NoSuchTableError, NotFoundErr
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cumulus.engine.apply import ApplyRecord, HotState
+    from cumulus.engine.apply import ApplyRecord
     from cumulus.engine.evaluate import BatchPlan
     from cumulus.engine.views import Dropped
     from cumulus.ingest.report import IngestReport
@@ -58,7 +58,6 @@ class Engine:
         self._app_name = app_name
         self._schema: Schema | None = None
         self._compiled: tuple[int | None, Compilation, BatchPlan] | None = None  # (registry snapshot, ...)
-        self._hot: HotState | None = None  # the maps' state in memory, when warm
 
     @classmethod
     def open(cls, home: str | Path | None = None, app_name: str = "cumulus") -> Engine:
@@ -70,10 +69,7 @@ class Engine:
     def keep_warm(self) -> Engine:
         """Make `Engine.open` of this home return this engine in this process, so every step
         run here shares its Spark session and its compiled plan (the warm engine)."""
-        from cumulus.engine.apply import HotState
-
         type(self)._warm[self.settings.home] = self
-        self._hot = HotState()
         return self
 
     @property
@@ -151,7 +147,7 @@ class Engine:
         if deferred:
             log.info("epoch %d source %s: not applied: %s", epoch, source, deferred)
             return Applied(epoch, None, f"left to the close: {deferred}")
-        record = apply_source(self.spark, self.settings, plan, epoch, priority, wait=wait, hot=self._hot)
+        record = apply_source(self.spark, self.settings, plan, epoch, priority, wait=wait)
         return Applied(epoch, record, record.headline() if record else "nothing to apply")
 
     def epoch_to_close(self) -> tuple[int, str]:

@@ -16,7 +16,6 @@ snapshot to repair batches that read a stale state (concurrent applies).
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
 import time
@@ -208,79 +207,6 @@ def map_state(spark: SparkSession, settings: Settings, snapshot: int | None) -> 
     return read_at(spark, maps_table(settings), snapshot)
 
 
-HOT_PIECES = 16  # the hot state's pieces (a full read, then one per append read) before one is made of them
-
-
-@dataclass(frozen=True)
-class _Held:
-    table_uuid: str
-    schema_id: int
-    snapshot: int
-    pieces: tuple[DataFrame, ...]  # materialized; their union is the state at `snapshot`
-
-
-class HotState:
-    """The maps' state kept in memory by a long-lived engine (the warm one): maps.entries
-    at the snapshot an apply reads, materialized once and then carried forward by the
-    rows of the appends after it. A micro-batch's apply then reads the rows committed
-    since the last one (an Iceberg incremental scan of a few files) instead of scanning
-    every map it joins, with every small file of the epoch's micro-batches, per join.
-
-    Exact by construction: the state at snapshot S is the held state at an earlier
-    snapshot P plus the rows of the commits in (P, S] only when every one of them is an
-    append (an overwrite, such as a compaction or a view's drop, changes rows) and the
-    table (its uuid) and its schema (a view's new key slots) are the ones held; else S is
-    read in full. Each read is materialized (a local checkpoint) as one piece of the
-    state; past HOT_PIECES pieces, their union is materialized as one."""
-
-    def __init__(self) -> None:
-        self._held: _Held | None = None
-
-    def at(self, spark: SparkSession, settings: Settings, snapshot: int | None) -> DataFrame:
-        """map_state(spark, settings, snapshot), from memory where it can be."""
-        if snapshot is None:  # no commit yet: nothing worth keeping
-            return map_state(spark, settings, snapshot)
-        table = maps_table(settings)
-        meta = table_metadata(spark, table)
-        table_uuid, schema_id = meta.get("table-uuid", ""), int(meta.get("current-schema-id", -1))
-        held = self._held
-        if held is None or (held.table_uuid, held.schema_id) != (table_uuid, schema_id):
-            pieces: tuple[DataFrame, ...] = ()
-        elif held.snapshot == snapshot:
-            return _union_by_name(held.pieces)
-        elif appends_only(meta, held.snapshot, snapshot):
-            pieces = held.pieces
-        else:
-            pieces = ()
-        if pieces:
-            added = (spark.read.format("iceberg").option("start-snapshot-id", held.snapshot)  # type: ignore[union-attr]
-                     .option("end-snapshot-id", snapshot).load(table))
-            pieces = (*pieces, added.localCheckpoint())
-            if len(pieces) > HOT_PIECES:
-                pieces = (_union_by_name(pieces).localCheckpoint(),)
-        else:
-            pieces = (map_state(spark, settings, snapshot).localCheckpoint(),)
-        self._held = _Held(table_uuid, schema_id, snapshot, pieces)
-        return _union_by_name(pieces)
-
-
-def _union_by_name(frames: tuple[DataFrame, ...]) -> DataFrame:
-    """By name: a read at an older snapshot lacks the key slots added since (NULL there)."""
-    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-
-
-def appends_only(meta: Mapping, start: int, end: int) -> bool:
-    """Whether `start` is an ancestor of `end` in the table's metadata and every commit
-    after it, up to `end`, is an append."""
-    by_id = {s["snapshot-id"]: s for s in meta.get("snapshots", [])}
-    at = by_id.get(end)
-    while at is not None and at["snapshot-id"] != start:
-        if at.get("summary", {}).get("operation") != "append":
-            return False
-        at = by_id.get(at.get("parent-snapshot-id"))
-    return at is not None
-
-
 def batch_events(
     spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
 ) -> tuple[dict[str, DataFrame], dict[str, int]]:
@@ -394,12 +320,11 @@ def record_written(record: ApplyRecord, written: Written) -> None:
 
 def apply_source(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
-    pin: int | None = None, wait: float = 0.0, hot: HotState | None = None,
+    pin: int | None = None, wait: float = 0.0,
 ) -> ApplyRecord | None:
     """Apply the source's events of `epoch` not applied yet. `pin` overrides the snapshot
-    of maps.entries to read (tests of concurrency and repair); `hot`: the maps' state a
-    long-lived engine keeps in memory (else it is read from the table). Returns the
-    record, or None when there was nothing to apply.
+    of maps.entries to read (tests of concurrency and repair). Returns the record, or
+    None when there was nothing to apply.
 
     Epochs reach the maps in order: while an earlier epoch is sealed but not closed (its
     close repairs, compacts and tags the maps: `epoch-N` is the current snapshot then), a
@@ -419,14 +344,13 @@ def apply_source(
                 if time.monotonic() >= deadline:
                     raise
             else:
-                return _apply_in_order(spark, settings, plan, epoch, source_id, pin, hot)
+                return _apply_in_order(spark, settings, plan, epoch, source_id, pin)
         log.info("epoch %d source %d: waiting for the close of an earlier epoch", epoch, source_id)
         time.sleep(EARLIER_CLOSE_POLL_S)
 
 
 def _apply_in_order(
     spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int, pin: int | None,
-    hot: HotState | None,
 ) -> ApplyRecord | None:
     """apply_source's work, under its lock, every earlier epoch closed."""
     everything = apply_records(spark, settings, epoch)
@@ -442,8 +366,7 @@ def _apply_in_order(
     t0, meter = time.perf_counter(), StageMeter(spark)
     events, counts = batch_events(spark, settings, plan, record)
     record.events = sum(counts.values())
-    entries = (hot.at if hot is not None else map_state)(spark, settings, record.read_snapshot)
-    deltas = evaluate_batch(plan, events, entries, counts)
+    deltas = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
     record_written(record, write_deltas(spark, settings, record, deltas))
     record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
     io = meter.read()
