@@ -102,6 +102,11 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         # relations, 27 maps) needs more, so a warm engine recompiled about 80 classes per
         # batch (0.5 s or more). docs/STACK.md, "Compiled code".
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE),
+        # Catalyst infers filters from every predicate and alias of a plan (constraint
+        # propagation); over an apply's plans (CASE expressions over dozens of chains, a
+        # join per map factor) that cost about 1 s of the driver per micro-batch. Inferred
+        # filters only prune rows early; results are the same. docs/STACK.md.
+        "spark.sql.constraintPropagation.enabled": "false",
     }
     if settings.catalog_user:
         conf[f"{cat}.jdbc.user"] = settings.catalog_user
