@@ -7,8 +7,10 @@ command (about 16 s each on 2 cores: 9 s of imports and DAG parsing, 7 s of API)
 
 Each line is one command's arguments (shell words, as after `airflow`); its output goes
 to stdout and stderr as the command prints it, then a line `[airflow_runs] exit N` (N:
-its exit status) on each. "[airflow_runs] ready" (stdout) says the warm-up is done. It
-stops at end of input. The demo (scripts/demo_dag.py) and the Airflow tests
+its exit status, 0-255 as a process's) on each stream, or once when they are one file,
+always at the start of a line. "[airflow_runs] ready" (stdout) says the warm-up is done.
+It stops at end of input. The commands share the process: a command with `--output`
+sends the console's log records to stderr from then on, as the `airflow` CLI does for it. The demo (scripts/demo_dag.py) and the Airflow tests
 (tests/airflow/airflowkit.py) run their commands through it."""
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def run(parser, line: str) -> int:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr, flush=True)
             return 1
-        return stop.code or 0
+        return (stop.code or 0) & 0xFF  # as a process's exit status
     except Exception:  # the command's own error, as the CLI would end with it
         traceback.print_exc()
         return 1
@@ -68,7 +70,7 @@ def main() -> int:
         if line.strip():
             status = run(parser, line)
             for stream in (sys.stdout,) if merged else (sys.stderr, sys.stdout):
-                print(f"{MARK} exit {status}", file=stream, flush=True)
+                print(f"\n{MARK} exit {status}", file=stream, flush=True)  # a line of its own
     return status
 
 

@@ -41,9 +41,11 @@ cumulus generate tpch --scale "$SCALE" --epochs "$EPOCHS" --fraction "$FRACTION"
 step "2/6 Cumulus home: schema, the two sources, the views ${VIEWS[*]} (one Spark session)"
 # Airflow's metadata database is set up meanwhile (in Python, beside the home's JVM).
 airflow_db() {
-    airflow db migrate &&
-        airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)" &&
+    if airflow db migrate && airflow pools set cumulus_catalog 1 "Cumulus catalog writers (one commit at a time)"; then
         touch "$DEMO/logs/airflow-db.done"
+    else
+        touch "$DEMO/logs/airflow-db.failed"
+    fi
 }
 airflow_db >"$DEMO/logs/airflow-db.log" 2>&1 &
 view_args=()
@@ -58,7 +60,10 @@ step "3/6 Airflow (SQLite metadata in $AIRFLOW_HOME) and the warm engine"
 # --cadence 0: it does not pick up landed files on its own, so each run shows its ingest.
 cumulus engine serve --cadence 0 >"$DEMO/logs/engine.log" 2>&1 &
 ENGINE_PID=$!
-trap 'cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
+# Marks the engine's exit, so that the runs below do not wait for an engine that is gone.
+(while kill -0 "$ENGINE_PID" 2>/dev/null; do sleep 0.5; done; touch "$DEMO/logs/engine.exited") &
+WATCH_PID=$!
+trap 'kill "$WATCH_PID" 2>/dev/null; cumulus engine stop --wait 60 >/dev/null 2>&1 || kill "$ENGINE_PID" 2>/dev/null || true' EXIT
 say "engine log: $DEMO/logs/engine.log; Airflow's database: $DEMO/logs/airflow-db.log"
 # cumulus_epoch's tasks (the progress bar's length): epoch, sources, close, validate,
 # publish, and a wait, an ingest and an apply per source.
@@ -70,8 +75,9 @@ TASKS=$(( 5 + 3 * $(cumulus source list --format csv | tail -n +2 | wc -l) ))
 # epoch's views print at tag epoch-N as soon as its close task ends, while validation
 # runs; then the ledger and the validation report.
 python scripts/demo_dag.py --logs "$DEMO/logs" --start "$START" --epochs "$EPOCHS" --tasks "$TASKS" \
-    --views "${VIEWS[@]}" --clock "$T0" --wait "$DEMO/logs/airflow-db.done" --wait "$CUMULUS_HOME/engine/engine.json" || {
-    kill -0 "$ENGINE_PID" 2>/dev/null || echo "   the warm engine stopped; its log: $DEMO/logs/engine.log" >&2
+    --views "${VIEWS[@]}" --clock "$T0" --wait "$DEMO/logs/airflow-db.done" --wait "$CUMULUS_HOME/engine/engine.json" \
+    --abort-if "$DEMO/logs/airflow-db.failed" --abort-if "$DEMO/logs/engine.exited" || {
+    echo "   logs: $DEMO/logs/ (engine.log, airflow-db.log, one per DAG run)" >&2
     exit 1
 }
 

@@ -13,8 +13,9 @@ and the validation report (`cumulus epoch status`, `cumulus quality report`).
         --views NAME... [--clock T0] [--wait FILE...]
 
 --wait: files that must exist before the first run (Airflow's database set up, the warm
-engine's state file). Exit status 0 when every run ends in success, else 1 (the failed
-run's log on stderr). Not on a terminal (CI, a pipe) a bar is drawn once, at its run's
+engine's state file); --abort-if: files that end the wait at once (a setup that failed,
+an engine that exited). Exit status 0 when every run ends in success, else 1 (the failed
+run's log on stderr); the Airflow process is stopped either way. Not on a terminal (CI, a pipe) a bar is drawn once, at its run's
 end; the views and skipped steps print as they happen either way.
 """
 
@@ -186,13 +187,16 @@ def report_epoch(console, epoch: int) -> None:
     indented(report.stdout if report.returncode == 0 else f"validation: not reported ({report.stderr.strip()})")
 
 
-def wait_for(paths: list[Path], timeout: float = WAIT_S) -> Path | None:
-    """The first of `paths` that does not exist within `timeout` seconds (None: all do)."""
+def wait_for(paths: list[Path], abort_if: list[Path], timeout: float = WAIT_S) -> str | None:
+    """None once every one of `paths` exists; else why not: one of `abort_if` appeared, or
+    `timeout` seconds passed."""
     deadline = time.monotonic() + timeout
     for path in paths:
         while not path.exists():
+            if stop := next((a for a in abort_if if a.exists()), None):
+                return f"{stop.name} appeared before {path}"
             if time.monotonic() > deadline:
-                return path
+                return f"{path} did not appear within {timeout:.0f} s"
             time.sleep(0.2)
     return None
 
@@ -206,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--views", nargs="+", default=[], metavar="NAME", help="views to print at each close")
     parser.add_argument("--clock", type=float, help="the demo's start (seconds since 1970), to say when")
     parser.add_argument("--wait", type=Path, action="append", default=[], help="a file to wait for before the runs")
+    parser.add_argument("--abort-if", type=Path, action="append", default=[], help="a file that ends the wait")
     args = parser.parse_args(argv)
 
     from rich.console import Console
@@ -214,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     runner = subprocess.Popen([sys.executable, str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, bufsize=1)
     lines = iter(runner.stdout)
+    done = False
     try:
-        missing = wait_for(args.wait)
-        if missing is not None:
-            print(f"   demo_dag: {missing} did not appear within {WAIT_S} s", file=sys.stderr)
+        if (why := wait_for(args.wait, args.abort_if)) is not None:
+            print(f"   demo_dag: not started: {why}", file=sys.stderr)
             return 1
         runs = demo_runs(args.start, args.epochs, args.tasks)
         runner.stdin.write(runs[0].command + "\n")
@@ -236,10 +241,15 @@ def main(argv: list[str] | None = None) -> int:
                 runner.stdin.write(runs[i + 1].command + "\n")
                 runner.stdin.flush()
         console.print(f"   dbt: success: staging and marts rebuilt at the last epoch (log: {args.logs / runs[-1].log})")
+        done = True
         return 0
     finally:
-        runner.stdin.close()
-        runner.wait()
+        if done:  # idle: it ends at the end of its input
+            runner.stdin.close()
+            runner.wait()
+        else:  # perhaps in a run, its output unread: stopped
+            runner.kill()
+            runner.wait()
 
 
 if __name__ == "__main__":

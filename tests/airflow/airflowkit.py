@@ -54,7 +54,9 @@ class AirflowRunner:
     """scripts/airflow_runs.py in the background: `airflow` commands, one at a time, in
     one process (Airflow imported and its execution API started once)."""
 
-    MARK = "[airflow_runs] exit "
+    MARK = "[airflow_runs] "  # its own lines: "ready", then "exit N" after each command
+    EXIT = MARK + "exit "
+    GRACE_S = 30  # for the second stream's exit line, after the first's
 
     def __init__(self, env: dict[str, str]):
         self.proc = subprocess.Popen(
@@ -72,11 +74,13 @@ class AirflowRunner:
 
     def run(self, args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
         """One command's exit status and output, as `airflow ARGS` would give them."""
+        if any("\n" in a for a in args):  # one command per line
+            raise ValueError(f"an argument of airflow {args} has a line break")
         deadline = time.monotonic() + timeout
         self.proc.stdin.write(shlex.join(args) + "\n")
         self.proc.stdin.flush()
         out, status = self._until_exit("out", deadline, args)
-        err, _ = self._until_exit("err", deadline, args)
+        err, _ = self._until_exit("err", max(deadline, time.monotonic() + self.GRACE_S), args)
         return subprocess.CompletedProcess(["airflow", *args], status, out, err)
 
     def _until_exit(self, name: str, deadline: float, args) -> tuple[str, int]:
@@ -85,26 +89,31 @@ class AirflowRunner:
             try:
                 line = self.lines[name].get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                self.close()
+                self.close(kill=True)
                 raise subprocess.TimeoutExpired(["airflow", *args], 0, "".join(text)) from None
             if line is None:
                 return "".join(text), self.proc.wait()
-            if line.startswith(self.MARK):
-                return "".join(text), int(line[len(self.MARK):])
-            text.append(line)
+            if line.startswith(self.EXIT):
+                return "".join(text), int(line[len(self.EXIT):])
+            if not line.startswith(self.MARK):  # (its "ready" line is nobody's output)
+                text.append(line)
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """End it: at the end of its input (idle), or killed (`kill`, or not ending)."""
         if self.alive:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+            if not kill:
+                self.proc.stdin.close()
+                try:
+                    self.proc.wait(timeout=60)
+                    return
+                except subprocess.TimeoutExpired:
+                    pass
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 @dataclass

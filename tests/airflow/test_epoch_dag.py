@@ -37,13 +37,16 @@ def pipeline(tmp_path_factory):
     root = tmp_path_factory.mktemp("epochs")
     stream = make_stream(root, epochs=3)
     env = AirflowEnv(root, pipeline={"late_timeout": f"{LATE_TIMEOUT_S}s"})
-    env.setup(stream)
-    engines = [WarmEngine(env)]
-    yield env, stream, engines
-    env.close()
-    for engine in engines:
-        if engine.proc.poll() is None:
-            engine.kill()
+    engines = []
+    try:
+        env.setup(stream)
+        engines.append(WarmEngine(env))
+        yield env, stream, engines
+    finally:
+        env.close()
+        for engine in engines:
+            if engine.proc.poll() is None:
+                engine.kill()
 
 
 def test_epochs_late_source_and_rerun(pipeline):

@@ -48,6 +48,7 @@ def test_landed_files_become_fresh_values_and_a_killed_engine_resumes(tmp_path):
     stream = make_stream(tmp_path, epochs=2)
     env = AirflowEnv(tmp_path)
     env.setup(stream)
+    env.close()  # Airflow's part is done: the engine alone from here
     engines = [WarmEngine(env, cadence=1)]
     try:
         # Epoch 1's folders have landed: the engine ingests and applies them by itself.
