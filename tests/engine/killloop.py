@@ -110,8 +110,9 @@ def say(line: str) -> None:
 def setup(home: Path, master: str = "local[2]") -> None:
     """A home on the simple schema with the views and three sources (not killed), whose
     steps run on `master` (a standalone cluster's URL: a few shuffle partitions, as its
-    data is tiny)."""
-    from cumulus.config import load_settings
+    data is tiny). The setup itself runs on a local master: creating tables and views
+    needs no executors, and a cluster app would start two executor JVMs for it."""
+    from cumulus.config import load_settings, with_overrides
     from cumulus.engine.api import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
@@ -121,7 +122,7 @@ def setup(home: Path, master: str = "local[2]") -> None:
     (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
                                        f'base_compaction_ratio = 0.5\n{spark}')
-    engine = Engine(load_settings(home))
+    engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"))
     init_home(engine.spark, engine.settings, SCHEMA)
     for name, (_, priority) in SOURCES.items():
         add_source(engine.settings, name, priority)

@@ -30,6 +30,6 @@ def test_the_pipeline_on_a_standalone_cluster_of_two_workers(tmp_path) -> None:
         apps = status["completedapps"] + status["activeapps"]
     assert not out.failures, "\n".join(out.failures) + f"\n(seed {seed})"
     assert out.verified == [1, 2] and (out.lost, out.duplicated) == (0, 0), out.line()
-    assert len(apps) == 2, apps  # the home's setup, then the pipeline's run
+    assert len(apps) == 1, apps  # the pipeline's run (the home's setup runs on a local master)
     assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}"
     print(out.line(), f"tasks per worker: {tasks}")
