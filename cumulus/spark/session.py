@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 # Set (to a path) while scripts/class_archive.py runs: the JVM writes its archive there.
 DUMP_ARCHIVE = "CUMULUS_CLASS_ARCHIVE_DUMP"
-# More options for the driver JVM, appended to Cumulus' own: e.g. the quick JIT that the
-# test suite uses (docs/STACK.md, "A cold JVM").
+# More options for the driver JVM, appended to Cumulus' own, and a cluster's executors':
+# e.g. the quick JIT that the test suite uses (docs/STACK.md, "A cold JVM").
 JVM_OPTIONS = "CUMULUS_JVM_OPTIONS"
 # C1 (the quick JIT) only, with room for its code: for JVMs that run many tiny, short
 # jobs, where C2's compilations cost more CPU than they save (the test suite's drivers,
@@ -112,6 +112,10 @@ def spark_conf(settings: Settings, app_name: str = "cumulus") -> dict[str, str]:
         conf[f"{cat}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
         conf[f"{cat}.jdbc.password"] = settings.catalog_password
+    if not settings.is_local and (executor := os.environ.get(JVM_OPTIONS, "").split()):
+        # A cluster's executors are JVMs of their own: $CUMULUS_JVM_OPTIONS (the tests'
+        # quick JIT) is theirs too.
+        conf["spark.executor.extraJavaOptions"] = " ".join(executor)
     if settings.is_local:
         conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
         # One apply plans every map's deltas as one plan (one commit per batch): with a

@@ -89,18 +89,13 @@ def append_entries(
 
 
 def taken(spark: SparkSession, settings: Settings, checksums: Iterable[str]) -> dict[str, dict]:
-    """checksum -> its `ingested` manifest row, for the given checksums already taken."""
-    from pyspark.sql import functions as F
-
-    wanted = sorted(set(checksums))
+    """checksum -> its `ingested` manifest row, for the given checksums already taken.
+    (The manifest's ingested rows through read_rows: a warm engine's next batch reads only
+    the rows appended since, often none.)"""
+    wanted = set(checksums)
     if not wanted:
         return {}
-    rows = (
-        spark.table(files_table(settings))
-        .where((F.col("status") == INGESTED) & F.col("checksum").isin(wanted))
-        .collect()
-    )
-    return {r.checksum: r.asDict() for r in rows}
+    return {r["checksum"]: r for r in read_rows(spark, files_table(settings), {"status": INGESTED}) if r["checksum"] in wanted}
 
 
 def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable[str]) -> set[str]:
@@ -115,20 +110,11 @@ def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable
 
 
 def next_seq(spark: SparkSession, settings: Settings, epoch: int, source_id: int) -> int:
-    """The first seq free for (epoch, source): after every range the manifest reserved."""
-    from pyspark.sql import functions as F
-
-    row = (
-        spark.table(files_table(settings))
-        .where(
-            (F.col("epoch") == epoch)
-            & (F.col("source_id") == source_id)
-            & (F.col("status") == INGESTED)
-        )
-        .agg(F.max("seq_max").alias("m"))
-        .first()
-    )
-    return 0 if row is None or row.m is None else int(row.m) + 1
+    """The first seq free for (epoch, source): after every range the manifest reserved.
+    (The rows read are those committed_batches reads for the epoch: one kept read.)"""
+    rows = read_rows(spark, files_table(settings), {"status": INGESTED, "epoch": epoch})
+    ends = [r["seq_max"] for r in rows if r["source_id"] == source_id and r["seq_max"] is not None]
+    return max(ends) + 1 if ends else 0
 
 
 def committed_batches(

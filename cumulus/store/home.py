@@ -42,7 +42,15 @@ def load_home_schema(settings: Settings) -> Schema:
             f"{settings.home} is not an initialized Cumulus home (no {SCHEMA_FILE}); run "
             f"`cumulus --home {settings.home} init --schema SCHEMA.sql` first"
         )
-    return load_schema(path)
+    stat = path.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    kept = _SCHEMAS.get(path)
+    if kept is None or kept[0] != version:  # parsed once per version of the file (a warm engine ingests often)
+        kept = _SCHEMAS[path] = (version, load_schema(path))
+    return kept[1]
+
+
+_SCHEMAS: dict[Path, tuple[tuple[int, int], Schema]] = {}  # schema.sql -> (its mtime and size, parsed)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypa
     """The class-data archive is used once it exists, and written where
     scripts/class_archive.py asks, with the JVM's own log off but for errors; options
     from $CUMULUS_JVM_OPTIONS come last."""
-    from cumulus.spark.session import DUMP_ARCHIVE, JVM_OPTIONS, driver_java_options
+    from cumulus.spark.session import DUMP_ARCHIVE, JVM_OPTIONS, driver_java_options, spark_conf
 
     archive = tmp_path / "spark.jsa"
     monkeypatch.setenv("CUMULUS_CLASS_ARCHIVE", str(archive))
@@ -124,6 +124,10 @@ def test_the_driver_jvm_maps_the_class_archive_once_it_exists(tmp_path, monkeypa
     assert options[-2:] == ["-Xlog:disable", "-Xlog:all=error:stderr"]
     monkeypatch.setenv(JVM_OPTIONS, "-XX:TieredStopAtLevel=1  -Xss4m")
     assert driver_java_options(s).split()[-3:] == ["-Xlog:all=error:stderr", "-XX:TieredStopAtLevel=1", "-Xss4m"]
+    # A cluster's executors get them too; a local master's executor is the driver's JVM.
+    assert "spark.executor.extraJavaOptions" not in spark_conf(s)
+    on_cluster = Settings(home=tmp_path / "home", spark_master="spark://127.0.0.1:7077")
+    assert spark_conf(on_cluster)["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Xss4m"
 
 
 def test_the_class_archive_is_named_by_its_class_path(tmp_path, monkeypatch):
