@@ -3,12 +3,11 @@ per source, each ingesting its files of every epoch and applying them, and a clo
 call the engine library (cumulus.engine.api.Engine) in processes of their own, on a home
 whose catalog is a PostgreSQL server, and meet through marker files:
 
+    python tests/engine/parallelkit.py setup HOME VIEW...
     python tests/engine/parallelkit.py source HOME LANDING MARKERS NAME EPOCHS SEED
-    python tests/engine/parallelkit.py closer HOME MARKERS EPOCHS VIEW...
+    python tests/engine/parallelkit.py closer HOME MARKERS EPOCHS
 
-The closer sets the home up first (schema, sources, views: no JVM of its own for that)
-and marks it set up; the sources start their Spark sessions meanwhile and open the home
-once it is. A source waits for its epoch to be open, sleeps a random while (the sources arrive in a
+A source waits for its epoch to be open, sleeps a random while (the sources arrive in a
 random order, not in their version order) and ingests (ingest holds the catalog lock
 alone); once every source has ingested the epoch, all apply at once: applies of
 different sources hold the lock shared, so each may read a state that misses another's
@@ -55,17 +54,14 @@ def setup(home: Path, views: list[str]) -> None:
 
 
 def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, seed: int) -> None:
-    from cumulus.config import load_settings
     from cumulus.engine.api import Engine
-    from cumulus.spark.session import spark_session
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import OPEN, ledger_rows
 
     rng = random.Random(seed)
-    spark = spark_session(load_settings(home))  # started while the closer sets the home up
-    wait_for([markers / "set-up"], "the home's setup")
-    engine = Engine(load_settings(home), spark)
+    engine = Engine.open(home)
     catalog = pyiceberg_catalog(engine.settings)
+    engine.spark  # noqa: B018 (started before the first epoch: the sources race from there)
     for n in range(1, epochs + 1):
         while not any(r.epoch == n and r.state == OPEN for r in ledger_rows(catalog, engine.settings)):
             time.sleep(0.2)
@@ -79,12 +75,11 @@ def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, see
         (markers / f"applied-{n}-{name}").touch()
 
 
-def closer(home: Path, markers: Path, epochs: int, views: list[str]) -> None:
-    setup(home, views)
-    (markers / "set-up").touch()
+def closer(home: Path, markers: Path, epochs: int) -> None:
     from cumulus.engine.api import Engine
 
     engine = Engine.open(home)
+    engine.spark  # noqa: B018
     for n in range(1, epochs + 1):
         wait_for([markers / f"applied-{n}-{s}" for s in SOURCES], f"every source's apply of epoch {n}")
         _, metrics = engine.close(n)
@@ -96,10 +91,12 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     command, home = argv[0], Path(argv[1])
-    if command == "source":
+    if command == "setup":
+        setup(home, argv[2:])
+    elif command == "source":
         source(home, Path(argv[2]), Path(argv[3]), argv[4], int(argv[5]), int(argv[6]))
     elif command == "closer":
-        closer(home, Path(argv[2]), int(argv[3]), argv[4:])
+        closer(home, Path(argv[2]), int(argv[3]))
     else:
         raise SystemExit(f"unknown command {command}")
     return 0

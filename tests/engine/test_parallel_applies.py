@@ -63,9 +63,12 @@ def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> Non
     with postgres_server() as pg:
         home.mkdir()
         (home / "cumulus.toml").write_text(f'catalog = "par"\nspark_master = "local[2]"\n{pg.toml()}')
+        done = subprocess.run([sys.executable, str(KIT), "setup", str(home), *VIEWS], capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
         procs = {name: start("source", str(home), str(landing), str(markers), name, str(EPOCHS), str(seed + i))
                  for i, name in enumerate(SOURCES)}
-        procs["closer"] = start("closer", str(home), str(markers), str(EPOCHS), *VIEWS)  # sets the home up first
+        procs["closer"] = start("closer", str(home), str(markers), str(EPOCHS))
         outs = {name: p.communicate(timeout=900)[0] for name, p in procs.items()}
         for name, p in procs.items():
             assert p.returncode == 0, f"{name} failed ({p.returncode}):\n{outs[name][-6000:]}"
