@@ -89,6 +89,11 @@ class Settings:
     # driver on a local master (no Python worker, no parse job); a larger one, or any on a
     # cluster, by Spark's Python tasks (cumulus/ingest/parse.py). 0: always by the tasks.
     ingest_local_bytes: int = 4 << 20
+    # An apply's batch of at most this many events, whose maps read hold at most
+    # `apply_local_rows` rows, is evaluated in the driver by the reference interpreter
+    # (cumulus/engine/driver_apply.py); a larger one by a Spark plan. 0: always Spark.
+    apply_local_events: int = 5_000
+    apply_local_rows: int = 200_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
+from cumulus.engine.driver_apply import driver_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import EpochOrderError, NoSuchTableError
@@ -34,7 +35,7 @@ from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, wri
 from cumulus.store.files import Batch, committed_batches
 from cumulus.store.ledger import check_in_order, ledger_rows
 from cumulus.store.lock import apply_lock
-from cumulus.store.maps import entries_columns, maps_table, versioned
+from cumulus.store.maps import delta_columns, entries_columns, maps_table, versioned
 from cumulus.store.rows import read_rows
 from cumulus.store.tables import META, ddl_type, ensure_table, events_table, qualified
 
@@ -246,6 +247,27 @@ def _manifest_counts(
 # ---------------------------------------------------------------- apply
 
 
+def _evaluated(
+    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
+) -> tuple[DataFrame | None, int, str]:
+    """The batch's delta rows (None: none), the bytes read outside Spark for them, and
+    where they were computed: in the driver for a small batch (driver_apply.py), else by
+    a Spark plan. Sets `record.events`."""
+    counts = _manifest_counts(spark, settings, plan, record)
+    if counts is not None:
+        columns = delta_columns(plan.maps.values())
+        local = driver_deltas(settings, plan, record, counts, [c for c, _ in columns])
+        if local is not None:
+            from pyspark.sql.types import StructField, StructType
+
+            record.events = sum(counts.values())
+            schema = StructType([StructField(c, t) for c, t in columns])
+            return (local_frame(spark, local.rows, schema) if local.rows else None), local.bytes_read, "in the driver"
+    events, counts = batch_events(spark, settings, plan, record)
+    record.events = sum(counts.values())
+    return evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts), 0, "by Spark"
+
+
 def taken_batches(records: list[ApplyRecord]) -> set[str]:
     """The ingest batches the finished applies among `records` took (an unfinished one,
     without its commit, took nothing)."""
@@ -364,19 +386,18 @@ def _apply_in_order(
         return None
     fault_point("apply.after-record")
     t0, meter = time.perf_counter(), StageMeter(spark)
-    events, counts = batch_events(spark, settings, plan, record)
-    record.events = sum(counts.values())
-    deltas = evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts)
+    deltas, local_bytes, where = _evaluated(spark, settings, plan, record)
     record_written(record, write_deltas(spark, settings, record, deltas))
     record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
     io = meter.read()
-    record.bytes_read, record.bytes_written = record.bytes_read + io.bytes_read, record.bytes_written + io.bytes_written
+    record.bytes_read += io.bytes_read + local_bytes
+    record.bytes_written += io.bytes_written
     record.status = "done"
     record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     save_record(spark, settings, record)
     log.info(
-        "epoch %d source %d: applied %d events -> %d delta rows in %d maps, one commit (%.1f s, %s read, %s written)",
-        epoch, source_id, record.events, record.deltas, record.maps_written, record.seconds,
+        "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%s), one commit (%.1f s, %s read, %s written)",
+        epoch, source_id, record.events, record.deltas, record.maps_written, where, record.seconds,
         human_bytes(record.bytes_read), human_bytes(record.bytes_written),
     )
     return record

@@ -201,7 +201,8 @@ class _Statement:
 
 
 class Interpreter:
-    """Runs a checked program. `state[name]` is a MapStore; `process` applies one event.
+    """Runs a checked program. `state[name]` is a MapStore; `process` applies one event
+    (and sums its updates into `journal`, when that is a dict).
 
     Each trigger is compiled once: its expressions into Python functions of the
     environment (`code`: a closure per node) and each term's map factors with loop
@@ -212,6 +213,9 @@ class Interpreter:
         self.checked = checked
         self.state = {name: MapStore(info.arity) for name, info in checked.maps.items()}
         self.events_processed = 0
+        # When a dict: every update is also summed here, per (map, key): the deltas of
+        # the events processed (zero sums stay), for a caller that writes them elsewhere.
+        self.journal: dict[tuple[str, tuple], object] | None = None
         self._arity = {r.name: r.arity for r in checked.schema.relations}
         self._types = {name: info.type for name, info in checked.maps.items()}
         self._triggers: dict[str, tuple[_Statement, ...]] = {}  # by event, e.g. +orders
@@ -235,7 +239,11 @@ class Interpreter:
         for stmt in self._compiled(trigger):
             self._statement(stmt, env, updates)
         for name, key, delta in updates:
-            self.state[name].add(key, coerce(delta, self._types[name]))
+            delta = coerce(delta, self._types[name])
+            self.state[name].add(key, delta)
+            if self.journal is not None:
+                old = self.journal.get((name, key))
+                self.journal[name, key] = delta if old is None else _add(old, delta)
 
     def run(self, events: Iterable[Event]) -> Interpreter:
         for e in events:

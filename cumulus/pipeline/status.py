@@ -185,13 +185,12 @@ def view_statuses(
 
 
 def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
-    from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.catalog import shared_catalog
     from cumulus.store.ledger import ledger_rows, open_epoch
     from cumulus.store.tables import files_table, ledger_log_table
 
     if catalog is None:
-        key = (settings.home, settings.catalog, settings.catalog_uri)
-        catalog = _CATALOGS.get(key) or _CATALOGS.setdefault(key, pyiceberg_catalog(settings))
+        catalog = shared_catalog(settings)
     versions = table_versions(catalog, settings)
     ledger_key = ("ledger", settings.home, versions.get(_local(ledger_log_table(settings))),
                   versions.get(_local(files_table(settings))))
@@ -210,7 +209,6 @@ def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
 
 _MEMO: dict[tuple, Any] = {}
 _KEPT = 4096
-_CATALOGS: dict[tuple, Any] = {}  # (home, catalog, uri) -> its PyIceberg catalog
 
 
 def _memo(key: tuple, compute):

@@ -61,3 +61,16 @@ def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
     if settings.is_sqlite:
         settings.home.mkdir(parents=True, exist_ok=True)
     return SqlCatalog(settings.catalog, schema_version="v1", **pyiceberg_properties(settings))
+
+
+_SHARED: dict[tuple, SqlCatalog] = {}  # (catalog, its properties) -> one catalog per process
+
+
+def shared_catalog(settings: Settings) -> SqlCatalog:
+    """`pyiceberg_catalog(settings)`, made once per process: a long-lived engine or server
+    reads through it at every step, and a catalog opens its database connections once."""
+    key = (settings.catalog, tuple(sorted(pyiceberg_properties(settings).items())))
+    catalog = _SHARED.get(key)
+    if catalog is None:
+        catalog = _SHARED.setdefault(key, pyiceberg_catalog(settings))
+    return catalog

@@ -40,22 +40,28 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
     return scan_arrow(reader.load_table(identifier).scan(row_filter=expr)).to_pylist()
 
 
-def scan_arrow(scan):
+def scan_arrow(scan, tasks: list | None = None, read_bytes: list[int] | None = None):
     """A PyIceberg scan as one Arrow table, each data file read once per process: its rows
     (under the scan's projection and filter) are kept by file path, and data files never
     change, so a table that grows by appends (the ledger, the maps) reads only the files
-    added since. A scan with delete files is read whole, as PyIceberg does."""
+    added since. A scan with delete files is read whole, as PyIceberg does. `tasks`: the
+    scan's planned files, when the caller has planned them; `read_bytes[0]` grows by the
+    size of the data files read (not those kept)."""
     import pyarrow as pa
     from pyiceberg.io.pyarrow import ArrowScan
 
-    tasks = list(scan.plan_files())
+    tasks = list(scan.plan_files()) if tasks is None else tasks
     if not tasks or any(task.delete_files for task in tasks):
+        if read_bytes is not None:
+            read_bytes[0] += sum(t.file.file_size_in_bytes for t in tasks)
         return scan.to_arrow()
     projection = scan.projection()
     shape = (str(scan.row_filter), tuple(f.field_id for f in projection.fields), scan.case_sensitive)
     keys = [(t.file.file_path, shape) for t in tasks]
     got = {k: _FILES[k] for k in keys if k in _FILES}
     missing = [t for t, k in zip(tasks, keys, strict=True) if k not in got]
+    if read_bytes is not None:
+        read_bytes[0] += sum(t.file.file_size_in_bytes for t in missing)
     if missing:
         from concurrent.futures import ThreadPoolExecutor
 

@@ -51,6 +51,21 @@ def test_entries_reaching_zero_are_removed_and_decimals_stay_exact() -> None:
     assert interp.entries("s") == {}
 
 
+def test_the_journal_sums_every_update_per_entry_zero_sums_included() -> None:
+    schema = parse_schema("CREATE TABLE f (k INT, d DECIMAL(10,2));")
+    interp = Interpreter(checked("ON +F(K, D) DO { s[K] += D; n[] += 1; }", schema))
+    interp.process(Event("+", "f", (1, Decimal("0.50"))))
+    before = {m: interp.entries(m) for m in ("s", "n")}
+    interp.journal = {}
+    for sign, k, d in (("+", 1, "0.25"), ("+", 2, "1.00"), ("-", 2, "1.00"), ("+", 1, "0.25")):
+        interp.process(Event(sign, "f", (k, Decimal(d))))
+    assert interp.journal == {("s", (1,)): Decimal("0.50"), ("s", (2,)): Decimal("0.00"), ("n", ()): 2}
+    for m, entries in before.items():  # the state moved by exactly the journal's sums
+        moved = {key: v + interp.journal.get((m, key), 0) for key, v in entries.items()}
+        moved |= {key: v for (name, key), v in interp.journal.items() if name == m and key not in entries}
+        assert {key: v for key, v in moved.items() if v != 0} == interp.entries(m)
+
+
 def test_statements_read_the_state_before_the_event() -> None:
     schema = parse_schema("CREATE TABLE r (a INT);")
     program = checked("ON +R(A) DO { n[] += 1; seen[] += n[]; }", schema)

@@ -33,11 +33,14 @@ def test_appends_read_only_the_new_files_and_every_scan_is_exact(tmp_path, monke
     read = []
     real = pyiceberg_arrow.ArrowScan.to_table
     monkeypatch.setattr(pyiceberg_arrow.ArrowScan, "to_table", lambda self, tasks: read.append(tasks) or real(self, tasks))
-    assert len(scan_arrow(table.scan())) == 10 and read == []  # nothing new: no file read
+    size = [0]
+    assert len(scan_arrow(table.scan(), read_bytes=size)) == 10 and read == []  # nothing new: no file read
+    assert size == [0]  # and no byte counted
     filtered = table.scan(row_filter=EqualTo("state", "closed"))
     assert _sorted(scan_arrow(filtered)) == _sorted(filtered.to_arrow()) and len(filtered.to_arrow()) == 5
 
     table.overwrite(pa.table({"epoch": [9], "state": ["published"]}, schema=schema))
     table = catalog.load_table("ns.log")
-    assert scan_arrow(table.scan()).to_pylist() == [{"epoch": 9, "state": "published"}]
+    assert scan_arrow(table.scan(), read_bytes=size).to_pylist() == [{"epoch": 9, "state": "published"}]
+    assert size == [sum(t.file.file_size_in_bytes for t in table.scan().plan_files())] and size[0] > 0
     assert len(rows_module._FILES) >= 6
