@@ -23,6 +23,7 @@ from cumulus.m3.ast import (
     Const,
     Expr,
     If,
+    IsNull,
     MapRef,
     Statement,
     Var,
@@ -135,7 +136,12 @@ class DeltaCompiler:
         def bind(var: str, value: Expr) -> None:
             if var not in binding:
                 binding[var] = value
-            elif binding[var] != value:
+            elif binding[var] == value:
+                # One event binds both sides of an equi-join (a self-join on a column):
+                # SQL's x = x holds for a non-NULL x only.
+                if not copies and (test := IsNull(value, negated=True)) not in tests:
+                    tests.append(test)
+            else:
                 old = binding[var]
                 if copies and isinstance(old, Var) and isinstance(value, Var) and old.name.split("__")[1] != value.name.split("__")[1]:
                     joins.append((old.name, value.name))

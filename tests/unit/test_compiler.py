@@ -236,3 +236,19 @@ def test_self_join_delete_trigger_is_not_the_negated_insert() -> None:
     interp.process(Event("-", "r", (1, 1)))
     assert view_rows(compiled.views["v"], interp.entries) == [(0,)]
     assert not any(interp.entries(m) for m in compiled.maps)
+
+
+def test_a_self_join_pairs_no_tuple_with_a_null_join_key_with_itself() -> None:
+    """One event binds both sides of a self-join's equality: the trigger's own pair holds
+    only where the join columns are not NULL (SQL's NULL = NULL is unknown)."""
+    from oracle import DuckOracle, alive_after, assert_view_equals_sql
+
+    schema = parse_schema("CREATE TABLE item (id INT, grp VARCHAR(10), price DECIMAL(10,2), ok BOOLEAN);")
+    sql = ("SELECT a.ok, COUNT(*) AS n, SUM(b.price) AS p FROM item a, item b "
+           "WHERE a.grp = b.grp AND a.id = b.id GROUP BY a.ok")
+    compiled = compile_views(schema, [("pairs", sql)])
+    events = generate_events(schema, 360, seed=5, domain=4, delete_ratio=0.3)
+    assert sum(e.values[0] is None or e.values[1] is None for e in events if e.sign == "+") > 5
+    for upto in (120, 360):
+        interp = Interpreter(compiled.checked).run(events[:upto])
+        assert_view_equals_sql(compiled, "pairs", interp, DuckOracle(schema, alive_after(events[:upto])), f"{upto} events")
