@@ -29,7 +29,7 @@ from cumulus.m3.interpreter import Event, Interpreter, coerce
 from cumulus.store.catalog import shared_catalog
 from cumulus.store.maps import MAX_SCALE, key_slots, maps_table, value_slot
 from cumulus.store.rows import scan_arrow
-from cumulus.store.tables import events_table
+from cumulus.store.tables import events_table, pyiceberg_name
 
 if TYPE_CHECKING:
     from cumulus.engine.apply import ApplyRecord
@@ -90,10 +90,6 @@ def _maps_read(plan: BatchPlan, relations: Sequence[str]) -> list[str]:
     return sorted({e.name for t in triggers for s in t.statements for e in s.expr.walk() if isinstance(e, MapRef)})
 
 
-def _identifier(table: str) -> str:
-    return table.split(".", 1)[1]  # PyIceberg names drop the catalog
-
-
 def _load_maps(
     catalog: Any, settings: Settings, plan: BatchPlan, interpreter: Interpreter, names: list[str], snapshot: int,
     read_bytes: list[int],
@@ -103,7 +99,7 @@ def _load_maps(
     import pyarrow.compute as pc
     from pyiceberg.expressions import In
 
-    scan = catalog.load_table(_identifier(maps_table(settings))).scan(row_filter=In("map", names), snapshot_id=snapshot)
+    scan = catalog.load_table(pyiceberg_name(maps_table(settings))).scan(row_filter=In("map", names), snapshot_id=snapshot)
     tasks = list(scan.plan_files())
     stored = sum(t.file.record_count for t in tasks)
     if stored > settings.apply_local_rows:
@@ -136,7 +132,7 @@ def _events(
     snapshot = record.events_snapshots.get(rel)
     if snapshot is None:
         return []
-    table = catalog.load_table(_identifier(events_table(settings, rel)))
+    table = catalog.load_table(pyiceberg_name(events_table(settings, rel)))
     where = And(EqualTo("epoch", record.epoch), EqualTo("source_id", record.source_id))
     rows = scan_arrow(table.scan(row_filter=where, snapshot_id=snapshot), read_bytes=read_bytes)
     mine = rows.filter(pc.is_in(rows["batch_id"], value_set=pa.array(record.ingest_batches))).sort_by("seq")

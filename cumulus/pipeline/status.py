@@ -187,13 +187,13 @@ def view_statuses(
 def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
     from cumulus.store.catalog import shared_catalog
     from cumulus.store.ledger import ledger_rows, open_epoch
-    from cumulus.store.tables import files_table, ledger_log_table
+    from cumulus.store.tables import files_table, ledger_log_table, pyiceberg_name
 
     if catalog is None:
         catalog = shared_catalog(settings)
     versions = table_versions(catalog, settings)
-    ledger_key = ("ledger", settings.home, versions.get(_local(ledger_log_table(settings))),
-                  versions.get(_local(files_table(settings))))
+    ledger_key = ("ledger", settings.home, versions.get(pyiceberg_name(ledger_log_table(settings))),
+                  versions.get(pyiceberg_name(files_table(settings))))
     rows = _memo(ledger_key, lambda: ledger_rows(catalog, settings))
     return {
         "home": str(settings.home),
@@ -227,11 +227,6 @@ def _remember(key: tuple, value: Any) -> None:
     _MEMO[key] = value
 
 
-def _local(table: str) -> str:
-    """`catalog.ns.name` -> `ns.name` (how table_versions names them)."""
-    return table.split(".", 1)[1]
-
-
 def table_versions(catalog, settings: Settings) -> dict[str, str]:
     """Each table's current metadata location (`ns.name` -> location): a new one on every
     commit. One query of a SQL catalog's database; another catalog's tables are loaded."""
@@ -252,9 +247,10 @@ def _reader(catalog, settings: Settings, versions: dict[str, str]):
     """A Reader whose compiled views are kept while the registry keeps its version."""
     from cumulus.engine.registry import views_table
     from cumulus.read import Reader
+    from cumulus.store.tables import pyiceberg_name
 
     reader = Reader(settings, catalog)
-    key = ("compiled", settings.home, versions.get(_local(views_table(settings))))
+    key = ("compiled", settings.home, versions.get(pyiceberg_name(views_table(settings))))
     if key[2] is not None and key in _MEMO:
         reader.__dict__["compilation"] = _MEMO[key]
     elif key[2] is not None:

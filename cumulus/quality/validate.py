@@ -327,9 +327,10 @@ def _oracle(spark, settings, scope: Scope, epoch: int, spec: SuiteSpec, run: GxR
 
 def _tag_snapshot(catalog, table: str, epoch: int) -> int | None:
     """The snapshot id the tag epoch-N of `table` points at (None: no tag, or no table)."""
-    identifier = table.split(".", 1)[1]  # PyIceberg names drop the catalog
+    from cumulus.store.tables import pyiceberg_name
+
     try:
-        snapshot = catalog.load_table(identifier).snapshot_by_name(f"epoch-{epoch}")
+        snapshot = catalog.load_table(pyiceberg_name(table)).snapshot_by_name(f"epoch-{epoch}")
     except Exception as exc:  # a missing table has no tag either
         log.warning("epoch %d: cannot load %s: %s", epoch, table, exc)
         return None

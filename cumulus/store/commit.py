@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cumulus.errors import NoSuchTableError, StoreError
+from cumulus.store.tables import pyiceberg_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,7 +105,7 @@ def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
         from pyiceberg.exceptions import NoSuchTableError as Missing
 
         try:
-            return json.loads(spark.load_table(table.split(".", 1)[1]).metadata.model_dump_json())
+            return json.loads(spark.load_table(pyiceberg_name(table)).metadata.model_dump_json())
         except Missing:
             raise NoSuchTableError(f"no table {table} in the catalog") from None
     location = _metadata_location(spark, table)

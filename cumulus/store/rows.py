@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cumulus.store import commit
+from cumulus.store.tables import pyiceberg_name
 
 Reader = Any  # a pyspark.sql.SparkSession or a pyiceberg Catalog
 
@@ -36,8 +37,7 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
     for column, value in where.items():
         term = IsNull(column) if value is None else EqualTo(column, value)
         expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
-    identifier = table.split(".", 1)[1]  # PyIceberg names drop the catalog
-    return scan_arrow(reader.load_table(identifier).scan(row_filter=expr)).to_pylist()
+    return scan_arrow(reader.load_table(pyiceberg_name(table)).scan(row_filter=expr)).to_pylist()
 
 
 def scan_arrow(scan, tasks: list | None = None, read_bytes: list[int] | None = None):

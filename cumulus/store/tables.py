@@ -115,6 +115,12 @@ def qualified(settings: Settings, namespace: str, name: str) -> str:
     return f"{settings.catalog}.{namespace}.{name}"
 
 
+def pyiceberg_name(table: str) -> str:
+    """A qualified Spark name (catalog.namespace.table) as PyIceberg names it: the
+    catalog dropped."""
+    return table.split(".", 1)[1]
+
+
 def events_table(settings: Settings, relation: str) -> str:
     return qualified(settings, EVENTS, relation)
 
