@@ -209,12 +209,14 @@ def map_state(spark: SparkSession, settings: Settings, snapshot: int | None) -> 
 
 
 def batch_events(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
+    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
+    counts: dict[str, int] | None = None,
 ) -> tuple[dict[str, DataFrame], dict[str, int]]:
     """The batch's events per relation that has any (its ingest batches, read at the
-    pinned snapshots), each materialized once, and how many each has. The counts come
-    from the manifest, else from the events (one Spark job): a relation without events
-    adds no delta, and leaving it out spares its read and the plans of its statements."""
+    pinned snapshots), each materialized once, and how many each has. The counts are
+    `counts` (the manifest's, read by the caller), else the manifest's, else counted from
+    the events (one Spark job): a relation without events adds no delta, and leaving it
+    out spares its read and the plans of its statements."""
     from pyspark.sql import functions as F
 
     def read(rel: str) -> DataFrame:
@@ -224,7 +226,8 @@ def batch_events(
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
         return df.select(*plan.params[rel], "op")
 
-    counts = _manifest_counts(spark, settings, plan, record)
+    if counts is None:
+        counts = _manifest_counts(spark, settings, plan, record)
     if counts is None:
         tagged = union_all([read(rel).select(F.lit(rel).alias("relation")) for rel in plan.order])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
@@ -263,7 +266,7 @@ def _evaluated(
             record.events = sum(counts.values())
             schema = StructType([StructField(c, t) for c, t in columns])
             return (local_frame(spark, local.rows, schema) if local.rows else None), local.bytes_read, "in the driver"
-    events, counts = batch_events(spark, settings, plan, record)
+    events, counts = batch_events(spark, settings, plan, record, counts)
     record.events = sum(counts.values())
     return evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts), 0, "by Spark"
 
