@@ -18,6 +18,11 @@ from cumulus.errors import Position, SchemaError
 INT, DECIMAL, FLOAT, STRING, DATE, BOOL = "int", "decimal", "float", "string", "date", "bool"
 NUMERIC = (INT, DECIMAL, FLOAT)
 NULL = "null"  # the type of the NULL constant: fits any other type
+# Decimal map values are DECIMAL(38, DECIMAL_SCALE). Spark keeps at least 6 digits of
+# scale when a product outgrows 38 digits, so values whose exact scale is at most 6 (sums
+# of products of up to three DECIMAL(p,2) columns, as in TPC-H) stay exact; the compiler
+# refuses a sum of decimals with more digits after the point.
+DECIMAL_SCALE = 6
 
 _SQL_TYPES = {
     exp.DataType.Type.TINYINT: INT,

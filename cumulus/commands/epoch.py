@@ -70,7 +70,7 @@ def cmd_close(args: argparse.Namespace) -> int:
     def say(line: str) -> None:  # which epoch a close without --epoch took, and why
         print(f"cumulus: {line}", file=sys.stderr, flush=True)
 
-    epoch, metrics = engine_for(args).close(args.epoch, progress=say)
+    epoch, metrics = engine_for(args).close(args.epoch, progress=say, rebuild_maps=args.rebuild)
     print_closed(epoch, metrics, args.format)
     return 0
 
@@ -104,6 +104,11 @@ def register(subparsers) -> None:
         "--epoch", type=int,
         help="the epoch (default: the oldest one sealed but not closed, i.e. an interrupted close; "
         "else the open one)",
+    )
+    close.add_argument(
+        "--rebuild", action="store_true",
+        help="rebuild every map from base.* at this close, whatever epoch_mode says: corrects maps an older "
+             "Cumulus wrote wrong (docs/engine.md, 'Rebuilding the maps'); costs what recomputing every view costs",
     )
     close.add_argument("--format", choices=FORMATS, default="table")
     close.set_defaults(func=cmd_close)

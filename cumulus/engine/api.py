@@ -157,16 +157,18 @@ class Engine:
 
         return epoch_to_close(pyiceberg_catalog(self.settings), self.settings)
 
-    def close(self, epoch: int | None = None, progress: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
+    def close(self, epoch: int | None = None, progress: Callable[[str], None] | None = None,
+              rebuild_maps: bool = False) -> tuple[int, dict[str, Any]]:
         """Close `epoch` (default: an interrupted close's, else the open one, said through
-        `progress`); (epoch, the metrics written to the ledger)."""
+        `progress`); (epoch, the metrics written to the ledger). `rebuild_maps`: every map
+        rebuilt from base.* at the close (close_epoch)."""
         from cumulus.engine.close import close_epoch
 
         plan = self.plan()
         if epoch is None:
             epoch, why = self.epoch_to_close()
             (progress or log.info)(f"closing epoch {epoch} ({why})")
-        return epoch, close_epoch(self.spark, self.settings, plan, epoch)
+        return epoch, close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps)
 
     def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,
                  progress: Callable[[str], None] | None = None) -> Outcome | None:

@@ -66,10 +66,11 @@ log = logging.getLogger("cumulus.close")
 
 
 def _bring_up_to_date(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rows: list[LedgerRow]
+    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rows: list[LedgerRow], forced: bool
 ) -> tuple[Choice, ApplyRecord | None]:
     """Apply the sealed epoch's pending batches, or choose to rebuild the maps after the
-    fold (the returned record, saved before anything is folded, so a retry rebuilds too).
+    fold (the returned record, saved before anything is folded, so a retry rebuilds too);
+    `forced`: rebuild whatever the costs (`epoch close --rebuild`).
     The choice is made and saved under the catalog lock, so a concurrent close of the
     same epoch finds it (and the close proper adopts a rebuild chosen meanwhile)."""
     with catalog_lock(settings, f"close epoch {epoch}: apply or rebuild"):
@@ -79,7 +80,8 @@ def _bring_up_to_date(
             return Choice(RECOMPUTE, "chosen before (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
         pending = pending_batches(spark, settings, plan, epoch, taken_batches(records))
         rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
-        choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
+        choice = Choice(RECOMPUTE, "asked: epoch close --rebuild") if forced else \
+            choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
         log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)
         if choice.mode == RECOMPUTE:
             rebuild = recompute_record(epoch, pending)
@@ -106,9 +108,11 @@ def _closed_meanwhile(spark: SparkSession, row: LedgerRow) -> dict:
     return dict(row.metrics or {})
 
 
-def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> dict:
+def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rebuild_maps: bool = False) -> dict:
     """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
-    the metrics written to the ledger. Refuses (EpochOrderError) before touching anything
+    the metrics written to the ledger. `rebuild_maps`: every map rebuilt from base.* after the
+    fold, whatever the epoch mode (to correct maps written wrong, e.g. by an older
+    compiler). Refuses (EpochOrderError) before touching anything
     while an earlier epoch is not closed: epochs close in order. Two closes of one epoch
     at once: the seal and the close proper each look at the ledger again under the
     catalog lock, so the epoch is closed once and the later run returns its metrics."""
@@ -134,7 +138,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
                     return _closed_meanwhile(spark, now)
                 if now is not None and now.state == OPEN:
                     transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
-        choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows)
+        choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows, rebuild_maps)
     fault_point("close.after-apply")
     with catalog_lock(settings, f"close epoch {epoch}"):
         now = ledger_row(spark, settings, epoch)

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.m3.ast import MapRef
 from cumulus.m3.interpreter import Event, Interpreter, coerce
+from cumulus.schema import DECIMAL_SCALE
 from cumulus.store.catalog import shared_catalog
-from cumulus.store.maps import MAX_SCALE, key_slots, maps_table, value_slot
+from cumulus.store.maps import key_slots, maps_table, value_slot
 from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import events_table, pyiceberg_name
 
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.apply")
 
 _EXACT = decimal.Context(prec=80)  # the interpreter's arithmetic here: exact for any DECIMAL(38, s)
-_QUANTUM = decimal.Decimal(1).scaleb(-MAX_SCALE)
-_DECIMAL_LIMIT = decimal.Decimal(10) ** (38 - MAX_SCALE)
+_QUANTUM = decimal.Decimal(1).scaleb(-DECIMAL_SCALE)
+_DECIMAL_LIMIT = decimal.Decimal(10) ** (38 - DECIMAL_SCALE)
 _BIGINT_LIMIT = 1 << 63
 
 
@@ -155,7 +156,7 @@ def _delta_rows(plan: BatchPlan, journal: Mapping[tuple[str, tuple], Any], colum
         row: list[Any] = [None] * len(columns)
         row[position["map"]], row[position[value_slot(info.type)]] = name, value
         for slot, type_, k in zip(key_slots(info), info.key_types, key, strict=True):
-            if type_ == "decimal" and k is not None and decimal.Decimal(k).as_tuple().exponent < -MAX_SCALE:  # type: ignore[operator]
+            if type_ == "decimal" and k is not None and decimal.Decimal(k).as_tuple().exponent < -DECIMAL_SCALE:  # type: ignore[operator]
                 return None
             row[position[slot]] = int(k) if type_ == "int" and k is not None else k
         out.append(tuple(row))

@@ -181,12 +181,18 @@ class Not(Cond):
 
 
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
-# Scalar functions: name -> (argument types, result type).
+# Scalar functions: name -> (argument types, result type). An argument type "number"
+# takes int, decimal or float. TO_FLOAT is SQL's CAST(x AS DOUBLE), TO_DECIMAL an int's
+# CAST(x AS DECIMAL(p, s)) (exact; a decimal's such cast, where it loses no digit, is the
+# decimal itself).
 FUNCTIONS = {
     "YEAR": (("date",), "int"),
     "MONTH": (("date",), "int"),
     "DAY": (("date",), "int"),
+    "TO_FLOAT": (("number",), "float"),
+    "TO_DECIMAL": (("int",), "decimal"),
 }
+ARGUMENT_KINDS = {"number": ("int", "decimal", "float")}
 
 # ---------------------------------------------------------------- program
 
@@ -260,15 +266,21 @@ def variables(expr: Expr) -> set[str]:
 
 def terms(expr: Expr) -> list[tuple[int, list[Expr]]]:
     """Split a right-hand side into its additive terms, each a sign and a list of
-    factors (the flattened top-level product). `a * (b + c)` stays one term."""
-    if isinstance(expr, BinOp) and expr.op in "+-":
+    factors (the flattened top-level product). `a * (b + c)` stays one term, and so does
+    a sum without map references (`REVENUE - 1.25`): it is one scalar, NULL when an
+    operand is, as in SQL; splitting it would add `-1.25` for a row whose REVENUE is NULL."""
+    if isinstance(expr, BinOp) and expr.op in "+-" and has_map(expr):
         right = terms(expr.right)
         if expr.op == "-":
             right = [(-s, f) for s, f in right]
         return terms(expr.left) + right
-    if isinstance(expr, Neg):
+    if isinstance(expr, Neg) and has_map(expr):
         return [(-s, f) for s, f in terms(expr.operand)]
     return [(1, factors(expr))]
+
+
+def has_map(expr: Expr) -> bool:
+    return any(isinstance(e, MapRef) for e in expr.walk())
 
 
 def factors(expr: Expr) -> list[Expr]:

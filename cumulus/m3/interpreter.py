@@ -111,6 +111,8 @@ _FUNCS = {
     "YEAR": lambda d: d.year,
     "MONTH": lambda d: d.month,
     "DAY": lambda d: d.day,
+    "TO_FLOAT": float,
+    "TO_DECIMAL": Decimal,  # of an int: exact
 }
 
 

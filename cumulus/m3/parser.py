@@ -53,6 +53,7 @@ from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, NULL, STRING
 
 KEYWORDS = {
     "ON", "DO", "IF", "THEN", "ELSE", "AND", "OR", "NOT", "IS", "NULL", "DECLARE", "MAP", "DATE", "LIKE",
+    "TRUE", "FALSE",
 }
 TYPE_NAMES = {
     "INT": INT, "INTEGER": INT, "BIGINT": INT, "DECIMAL": DECIMAL, "FLOAT": FLOAT,
@@ -265,6 +266,9 @@ class _Parser:
             return Const(value, DATE, tok.pos)
         if self.accept("keyword", "NULL"):
             return Const(None, NULL, tok.pos)
+        if self.at("keyword", "TRUE") or self.at("keyword", "FALSE"):
+            self.i += 1
+            return Const(tok.text.upper() == "TRUE", BOOL, tok.pos)
         if self.accept("keyword", "IF"):
             cond = self.cond()
             self.expect("keyword", "THEN")

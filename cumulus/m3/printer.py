@@ -28,7 +28,7 @@ from cumulus.m3.ast import (
     Trigger,
     Var,
 )
-from cumulus.schema import DATE, DECIMAL, FLOAT, STRING
+from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, STRING
 
 _TYPE_NAMES = {"int": "INT", "decimal": "DECIMAL", "float": "FLOAT", "string": "STRING", "date": "DATE", "bool": "BOOL"}
 
@@ -42,6 +42,8 @@ def format_const(c: Const) -> str:
         return "NULL"
     if c.type == STRING:
         return "'" + str(v).replace("'", "''") + "'"
+    if c.type == BOOL:
+        return "TRUE" if v else "FALSE"
     if c.type == DATE:
         assert isinstance(v, dt.date)
         return f"DATE '{v.isoformat()}'"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cumulus.errors import M3ValidationError, Position
 from cumulus.m3.ast import (
+    ARGUMENT_KINDS,
     FUNCTIONS,
     And,
     BinOp,
@@ -132,8 +133,9 @@ class _Checker:
                 raise self.error(f"{e.func} takes {len(arg_types)} argument(s), got {len(e.args)}", e.pos)
             for a, want in zip(e.args, arg_types, strict=True):
                 got = self.type_of(a, env)
-                if got is not None and got != want:
-                    raise self.error(f"{e.func} needs a {want.upper()} argument, got {got.upper()}", e.pos)
+                if got is not None and got not in ARGUMENT_KINDS.get(want, (want,)):
+                    allowed = " or ".join(t.upper() for t in ARGUMENT_KINDS.get(want, (want,)))
+                    raise self.error(f"{e.func} needs a {allowed} argument, got {got.upper()}", e.pos)
             return result
         if isinstance(e, If):
             self.check_cond(e.cond, env)

@@ -5,6 +5,7 @@ Airflow worker needs nothing more."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import urllib.error
@@ -14,6 +15,9 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import CumulusError, EngineUnavailable
+
+log = logging.getLogger("cumulus.engine.client")
+BUSY_PATIENCE_S = 30.0  # how long a live engine that does not answer is asked again (find_engine)
 
 
 class EngineClient:
@@ -91,16 +95,31 @@ def engine_state(settings: Settings) -> dict[str, Any] | None:
     return state
 
 
-def find_engine(settings: Settings) -> EngineClient | None:
-    """A client of the home's warm engine when one is running and answers, else None."""
+def find_engine(settings: Settings, patience: float = BUSY_PATIENCE_S) -> EngineClient | None:
+    """A client of the home's warm engine when one is running and answers, else None.
+
+    An engine whose state file names a live process may be slow to answer while its steps
+    and Airflow share a small machine (a 3 s status call timed out under load, and the
+    step then ran the spark-submit way beside the engine: issue 46): it is asked again
+    for `patience` seconds before a caller goes around it. A file left by a process that
+    is gone is no engine at once (engine_state)."""
     state = engine_state(settings)
     if state is None:
         return None
     client = EngineClient(state["url"], timeout=3.0)
-    try:
-        status = client.status()
-    except CumulusError:
-        return None
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            status = client.status()
+            break
+        except EngineUnavailable as exc:
+            if time.monotonic() >= deadline or engine_state(settings) is None:
+                log.warning("%s for %.0f s: the step runs without it", exc, patience)
+                return None
+            log.info("%s yet (busy?); asking again", exc)
+            time.sleep(1.0)
+        except CumulusError:
+            return None
     if status.get("home") != str(settings.home):  # a stale file's address, now another home's engine
         return None
     return EngineClient(state["url"])

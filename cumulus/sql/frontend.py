@@ -30,6 +30,7 @@ from sqlglot.errors import ParseError, TokenError
 from cumulus.config import DEFAULT_DIALECT, check_dialect
 from cumulus.errors import Position, PositionedError, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import (
+    FUNCTIONS,
     And,
     BinOp,
     Call,
@@ -46,7 +47,18 @@ from cumulus.m3.ast import (
     Var,
     variables,
 )
-from cumulus.schema import DATE, DECIMAL, FLOAT, INT, NULL, STRING, Schema
+from cumulus.schema import (
+    BOOL,
+    DATE,
+    DECIMAL,
+    DECIMAL_SCALE,
+    FLOAT,
+    INT,
+    NULL,
+    STRING,
+    Schema,
+    promote,
+)
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
 from cumulus.sql.items import Output, SelectBinder
 from cumulus.sql.polynomial import ind_and, ind_sum, monomials, neg, product
@@ -104,6 +116,8 @@ class _Binder(SelectBinder, SubqueryBinder):
         ]
         span = self.span(node) if node is not None else None
         anchor = span[0] if span else (min(starts) if starts else None)
+        if anchor is None and node is not None and node.parent is not None and keyword is None:
+            return self.pos_of(node.parent)  # a constant (TRUE, 1, NULL) has no offset: where its parent is
         if keyword:
             hits = self.keyword_offsets(keyword)
             if hits:
@@ -494,21 +508,31 @@ class _Binder(SelectBinder, SubqueryBinder):
         if isinstance(e, tuple(CMP)):
             if isinstance(e.expression, exp.Null) or isinstance(e.this, exp.Null):
                 raise self.refuse(f"comparison with NULL ({self.text_of(e)}) is never true; use IS [NOT] NULL", e)
-            return Cmp(CMP[type(e)], self.scalar(e.this), self.scalar(e.expression))
+            return self.compare(CMP[type(e)], self.scalar(e.this), self.scalar(e.expression), e)
         if isinstance(e, exp.Between):
             x = self.scalar(e.this)
-            return And(Cmp(">=", x, self.scalar(e.args["low"])), Cmp("<=", x, self.scalar(e.args["high"])))
+            return And(self.compare(">=", x, self.scalar(e.args["low"]), e),
+                       self.compare("<=", x, self.scalar(e.args["high"]), e))
         if isinstance(e, exp.In):
             if e.args.get("query") or e.args.get("unnest") or not e.expressions:
                 raise self.refuse_kw("IN (subquery) is not supported", "SELECT", 1)
             x = self.scalar(e.this)
-            items = [Cmp("=", x, self.constant(v)) for v in e.expressions]
+            items = [self.compare("=", x, self.constant(v), e) for v in e.expressions]
             out: Cond = items[0]
             for item in items[1:]:
                 out = Or(out, item)
             return out
         if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
             return IsNull(self.scalar(e.this))
+        if isinstance(e, exp.Is) and isinstance(e.expression, exp.Boolean):
+            # x IS TRUE / IS FALSE: never unknown (false where x is NULL), so that
+            # NOT (x IS TRUE) holds for a NULL x.
+            x = self.boolean(e.this)
+            return And(IsNull(x, negated=True), Cmp("=", x, Const(bool(e.expression.this), BOOL)))
+        if isinstance(e, exp.Boolean):  # WHERE TRUE / FALSE
+            return Cmp("=", Const(True, BOOL), Const(bool(e.this), BOOL))
+        if isinstance(e, exp.Column):  # a BOOLEAN column as a condition: col = TRUE
+            return Cmp("=", self.boolean(e), Const(True, BOOL))
         if isinstance(e, exp.Like):
             pattern = e.expression
             if not isinstance(pattern, exp.Literal) or not pattern.is_string:
@@ -516,10 +540,31 @@ class _Binder(SelectBinder, SubqueryBinder):
             if "\\" in pattern.this:
                 raise self.refuse(f"a LIKE pattern with a backslash is not supported ({self.text_of(e)}): "
                                   "Spark reads it as an escape, DuckDB does not", e, "LIKE")
-            return Like(self.scalar(e.this), pattern.this)
+            operand = self.scalar(e.this)
+            if self.m3_type(operand)[0] not in (STRING, None):
+                raise self.bind_error(f"LIKE needs a string operand; {self.text_of(e.this)} is "
+                                      f"{self.m3_type(operand)[0].upper()}", e)  # type: ignore[union-attr]
+            return Like(operand, pattern.this)
         if isinstance(e, (exp.ILike, exp.Escape, exp.SimilarTo, exp.RegexpLike)):
             raise self.refuse(f"{self.text_of(e)} ({e.key.upper()}) is not supported; LIKE is", e)
         raise self.refuse(f"unsupported condition {self.text_of(e)} ({e.key.upper()})", e)
+
+    def compare(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Cmp:
+        """left op right, type-checked here so that a mistake names the view, line and column."""
+        lt, rt = self.m3_type(left)[0], self.m3_type(right)[0]
+        numbers = (INT, DECIMAL, FLOAT)
+        if lt and rt and lt != rt and not (lt in numbers and rt in numbers):
+            raise self.bind_error(f"cannot compare {lt.upper()} with {rt.upper()} in {self.text_of(node)}", node)
+        if BOOL in (lt, rt) and op not in ("=", "<>"):
+            raise self.bind_error(f"booleans can only be compared with = and <> ({self.text_of(node)})", node)
+        return Cmp(op, left, right)
+
+    def boolean(self, e: exp.Expression) -> Expr:
+        """A BOOLEAN operand (a column or a constant) of IS TRUE / a bare condition."""
+        x = self.scalar(e)
+        if self.m3_type(x)[0] not in (BOOL, None):
+            raise self.bind_error(f"{self.text_of(e)} is not a BOOLEAN; compare it (= <> < ...) to make a condition", e)
+        return x
 
     def constant(self, e: exp.Expression) -> Const:
         value = self.scalar(e)
@@ -546,6 +591,17 @@ class _Binder(SelectBinder, SubqueryBinder):
             return Const(Decimal(text), DECIMAL)
         if isinstance(e, exp.Null):
             return Const(None, NULL)
+        if isinstance(e, exp.Boolean):
+            return Const(bool(e.this), BOOL)
+        if isinstance(e, exp.Coalesce):  # the first operand that is not NULL
+            operands = [self.scalar(x) for x in [e.this, *e.expressions]]
+            out = operands[-1]
+            for x in reversed(operands[:-1]):
+                out = If(IsNull(x, negated=True), x, out)
+            return out
+        if isinstance(e, exp.Nullif):
+            x = self.scalar(e.this)
+            return If(Cmp("=", x, self.scalar(e.expression)), Const(None, NULL), x)
         if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.to.this == exp.DataType.Type.DATE:
             try:
                 return Const(dt.date.fromisoformat(e.this.this), DATE)
@@ -562,6 +618,10 @@ class _Binder(SelectBinder, SubqueryBinder):
             op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
             left, right = self.scalar(e.this), self.scalar(e.expression)
             numbers = (INT, DECIMAL, FLOAT)
+            for side, x in ((e.this, left), (e.expression, right)):
+                if self.m3_type(x)[0] not in numbers + (None,):
+                    raise self.bind_error(f"'{op}' needs numbers; {self.text_of(side)} is "
+                                          f"{self.m3_type(x)[0].upper()}", e)  # type: ignore[union-attr]
             if isinstance(left, Const) and isinstance(right, Const) and left.type in numbers and right.type in numbers:
                 return _folded(op, left, right)  # .06 - 0.01 is the constant 0.05, as in DuckDB
             return BinOp(op, left, right)
@@ -569,6 +629,8 @@ class _Binder(SelectBinder, SubqueryBinder):
             raise self.refuse(
                 f"division and modulo are not supported ({self.text_of(e)}): results could not be kept exact", e
             )
+        if isinstance(e, exp.Cast):
+            return self.cast(e)
         if isinstance(e, exp.Extract):
             part = e.this.name.upper()
             if part not in _EXTRACT:
@@ -589,6 +651,56 @@ class _Binder(SelectBinder, SubqueryBinder):
         if isinstance(e, exp.Interval):
             raise self.refuse(f"INTERVAL arithmetic is not supported ({self.text_of(e)})", e, "INTERVAL")
         raise self.refuse(f"unsupported expression {self.text_of(e)} ({e.key.upper()})", e)
+
+    def cast(self, e: exp.Cast) -> Expr:
+        """CAST(x AS t) where every engine gives the same value: to DOUBLE, to an integer
+        type from an integer, to DECIMAL(p, s) from an integer or a decimal of at most s
+        digits after the point (no rounding). Other casts round or truncate differently in
+        Spark and DuckDB, and are refused."""
+        x = self.scalar(e.this)
+        kind, scale = self.m3_type(x)
+        to = e.to.this
+        T = exp.DataType.Type
+        if to in (T.DOUBLE,) and kind in (INT, DECIMAL, FLOAT, None):
+            return x if kind == FLOAT else Call("TO_FLOAT", (x,))
+        if to in (T.BIGINT, T.INT) and kind in (INT, None):
+            return x
+        if to == T.DECIMAL and kind in (INT, DECIMAL, None):
+            params = [p.this for p in e.to.expressions if isinstance(p, exp.DataTypeParam)]
+            target = int(params[1].this) if len(params) > 1 else 0
+            if kind == DECIMAL and scale > target:
+                raise self.refuse(f"{self.text_of(e)} would round {scale} digits after the point to {target} "
+                                  "(engines round differently); cast to DOUBLE or to a wider scale", e)
+            return Call("TO_DECIMAL", (x,)) if kind == INT else x
+        raise self.refuse(f"{self.text_of(e)} is not supported (casts to DOUBLE, to BIGINT/INT from an integer and "
+                          "to DECIMAL without rounding are: engines round or truncate other casts differently)", e)
+
+    def m3_type(self, x: Expr) -> tuple[str | None, int]:
+        """An expression's M3 type (None for NULL) and, for a decimal, the most digits after
+        the point its values can have."""
+        if isinstance(x, Const):
+            if x.type == DECIMAL:
+                return DECIMAL, max(0, -Decimal(x.value).as_tuple().exponent)  # type: ignore[arg-type, operator]
+            return (None if x.type == NULL else x.type), 0
+        if isinstance(x, Var):
+            for d in self.derived:
+                if d.var == x.name:
+                    return self.m3_type(d.expr)
+            for (alias, col), var in self.var_of.items():
+                if var == x.name:
+                    column = self.schema.relation(dict(self.from_)[alias]).column(col)
+                    return column.type, column.scale or 0
+            return None, 0
+        if isinstance(x, Call):
+            return FUNCTIONS[x.func][1], 0
+        parts = [self.m3_type(c) for c in ((x.then, x.else_) if isinstance(x, If) else x.children())]
+        kinds = [k for k, _ in parts if k is not None]
+        kind = kinds[0] if kinds else None
+        for k in kinds[1:]:
+            kind = promote(kind, k) if {kind, k} <= {INT, DECIMAL, FLOAT} else kind
+        scales = [s for _, s in parts]
+        scale = sum(scales) if isinstance(x, BinOp) and x.op == "*" else max(scales, default=0)
+        return kind, scale
 
     def shifted_date(self, e: exp.Expression) -> Const:
         """DATE '1994-01-01' + INTERVAL '3' MONTH (or - ...): a date constant. Months and
@@ -688,6 +800,10 @@ class _Binder(SelectBinder, SubqueryBinder):
             raise self.refuse(f"nested aggregates are not supported ({self.text_of(node)})", node)
         if isinstance(node, (exp.Min, exp.Max)):
             return Output(name, node.key, var=self.define(arg))
+        kind, scale = self.m3_type(self.scalar(arg))
+        if kind == DECIMAL and scale > DECIMAL_SCALE:
+            raise self.refuse(f"{self.text_of(node)} sums decimals with {scale} digits after the point; maps keep "
+                              f"{DECIMAL_SCALE} (DECIMAL(38,{DECIMAL_SCALE})): cast the argument to DOUBLE", node)
         value = self.polynomial(arg)
         nonnull = self.nonnull_factors(arg)
         return Output(name, "sum" if isinstance(node, exp.Sum) else "avg", value=value, nonnull=nonnull)
@@ -753,8 +869,10 @@ class _Binder(SelectBinder, SubqueryBinder):
     def nonnull(self, x: Expr) -> list[Monomial]:
         """A polynomial that is 1 for rows where `x` is not NULL and 0 where it is."""
         owner = self.owner(x)
-        if owner is None:
-            return [Monomial(one(), ())] if not self.may_be_null(x) else [Monomial(Const(0, INT), ())]
+        if owner is None:  # a constant expression (NULLIF(2, 2) is NULL, NULLIF(1, 2) is not)
+            if not self.may_be_null(x):
+                return [Monomial(one(), ())]
+            return [Monomial(If(IsNull(x, negated=True), one(), Const(0, INT)), ())]
         if owner >= 0:
             if not self.may_be_null(x):
                 return [Monomial(one(), ())]

@@ -13,6 +13,8 @@ from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, INT, STRING, Schema
 from cumulus.sql.calculus import Query
 
 SPARK_FUNCTIONS = {"YEAR": "year", "MONTH": "month", "DAY": "dayofmonth"}  # M3 Call -> Spark SQL
+# M3's casts -> SQL (TO_DECIMAL takes an int, which DECIMAL(20,0) holds whole).
+CASTS = {"TO_FLOAT": "DOUBLE", "TO_DECIMAL": "DECIMAL(20,0)"}
 
 
 def expr_sql(e: Expr, ref, exact: bool = False) -> str:
@@ -33,6 +35,8 @@ def expr_sql(e: Expr, ref, exact: bool = False) -> str:
     if isinstance(e, Neg):
         return f"(-{sql(e.operand)})" if exact else f"-{sql(e.operand)}"
     if isinstance(e, Call):
+        if e.func in CASTS:
+            return f"CAST({sql(e.args[0])} AS {CASTS[e.func]})"
         if exact:
             return f"CAST({SPARK_FUNCTIONS[e.func]}({sql(e.args[0])}) AS BIGINT)"
         return f"EXTRACT({e.func} FROM {sql(e.args[0])})"

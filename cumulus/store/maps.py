@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.m3.validate import MapInfo
+from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
 from cumulus.store import commit
 from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
@@ -45,14 +46,10 @@ VALUE_TYPES = ("int", "float", "decimal")
 COMPACTED_SOURCE = 0  # source_id of the rows a compaction writes
 COMPACTED_THROUGH = "cumulus.map-compacted-through"  # commit mark: the closed epoch compacted through
 
-# Decimal maps are DECIMAL(38, 6). Spark keeps at least 6 digits of scale when a product
-# outgrows 38 digits, so values whose exact scale is at most 6 (sums of products of up to
-# three DECIMAL(p,2) columns, as in TPC-H) stay exact.
-MAX_SCALE = 6
 SPARK_DDL = {
     "int": "BIGINT",
     "float": "DOUBLE",
-    "decimal": f"DECIMAL(38,{MAX_SCALE})",
+    "decimal": f"DECIMAL(38,{DECIMAL_SCALE})",
     "string": "STRING",
     "date": "DATE",
     "bool": "BOOLEAN",
@@ -66,7 +63,7 @@ def key_type(type_: str) -> DataType:
     spark_types = {
         "int": T.LongType(),
         "float": T.DoubleType(),
-        "decimal": T.DecimalType(38, MAX_SCALE),
+        "decimal": T.DecimalType(38, DECIMAL_SCALE),
         "string": T.StringType(),
         "date": T.DateType(),
         "bool": T.BooleanType(),

@@ -206,6 +206,14 @@ class WarmEngine:
                 raise AssertionError(f"the warm engine did not start; log: {self.log}\n{self.log.read_text()[-3000:]}")
             time.sleep(0.5)
 
+    def steps(self) -> list[dict]:
+        """The engine's own record of its latest steps (GET /status: job, args, origin, state, exit)."""
+        from cumulus.pipeline.client import find_engine
+
+        client = find_engine(settings_of(self.env))
+        assert client is not None, f"the warm engine does not answer; log: {self.log}"
+        return client.status()["steps"]
+
     def kill(self) -> None:
         """kill -9: no cleanup, its state file stays behind."""
         self.proc.kill()

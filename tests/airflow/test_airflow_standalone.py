@@ -76,6 +76,13 @@ def wait_for(what: str, check, timeout: float, every: float = 5.0):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last})")
 
 
+def spark_submitted(env) -> list[str]:
+    """The task log lines of steps that ran the spark-submit way, and why (for a failure's message)."""
+    return [line for log in (env.airflow_home / "logs").rglob("*.log")
+            for line in log.read_text(errors="replace").splitlines()
+            if "spark-submit" in line or "the step runs without it" in line]
+
+
 def asset_events(api: Api) -> list[dict] | None:
     """cumulus_epoch's asset events, or None while Airflow 3.3's API cannot list them: it
     answers 500 while the cumulus_dbt run an event created has not started (the run's
@@ -129,7 +136,7 @@ def airflow(tmp_path_factory):
     try:
         wait_for("the API server", lambda: api.request("GET", "/api/v2/monitor/health", auth=False)[0] == 200,
                  timeout=240)
-        yield env, api, password, root
+        yield env, api, password, root, engine
     finally:
         engine.kill()
         os.killpg(proc.pid, signal.SIGTERM)
@@ -141,7 +148,7 @@ def airflow(tmp_path_factory):
 
 
 def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
-    env, api, password, root = airflow
+    env, api, password, root, engine = airflow
 
     # The simple auth manager's JWT flow: no token, no API.
     assert api.request("GET", "/api/v2/dags", auth=False)[0] == 401
@@ -167,9 +174,13 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
 
     events = wait_for("the asset events", lambda: asset_events(api), timeout=120, every=2)
     assert [(e["extra"]["epoch"], e["extra"]["tag"]) for e in events] == [(1, "epoch-1")]
-    handed = sum(log.read_text(errors="replace").count("handed to the warm engine")
-                 for log in (env.airflow_home / "logs").rglob("*.log"))
-    assert handed >= 6, f"{handed} steps handed to the warm engine"  # ingest, apply per source; close; validate
+    # Every Spark step went to the warm engine, read from the engine's own list of the
+    # steps callers handed it (registered before a task logs it: no log file to race).
+    # A step that went around it ran spark-submit: its task log says why.
+    handed = sorted((s["job"], s["state"], s["exit"]) for s in engine.steps() if s["origin"] == "api")
+    assert handed == sorted([("ingest", "done", 0)] * 2 + [("apply", "done", 0)] * 2 + [("close", "done", 0),
+                                                                                      ("validate", "done", 0)]), (
+        handed, spark_submitted(env))
 
     def dbt_done():
         runs = api.ok("GET", "/api/v2/dags/cumulus_dbt/dagRuns")["dag_runs"]
