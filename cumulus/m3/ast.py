@@ -279,6 +279,27 @@ def terms(expr: Expr) -> list[tuple[int, list[Expr]]]:
     return [(1, factors(expr))]
 
 
+def loop_order(factors: list[Expr], params: set[str]) -> list[int]:
+    """The map factors of a term that have loop variables (arguments the trigger does not
+    bind), in the order they are best joined: next, always the one with the most
+    arguments bound so far (by the trigger or the loops before it), then the fewest
+    free; ties in the term's order. Every factor is then probed by what is bound, and
+    a map sharing a loop variable with an earlier one is probed by its value."""
+    pending = [n for n, f in enumerate(factors)
+               if isinstance(f, MapRef) and any(isinstance(a, Var) and a.name not in params for a in f.args)]
+    bound, order = set(params), []
+    while pending:
+        def score(n: int) -> tuple[int, int, int]:
+            args = factors[n].args  # type: ignore[attr-defined]
+            free = sum(1 for a in args if isinstance(a, Var) and a.name not in bound)
+            return (-(len(args) - free), free, n)
+        best = min(pending, key=score)
+        pending.remove(best)
+        order.append(best)
+        bound.update(a.name for a in factors[best].args if isinstance(a, Var))  # type: ignore[attr-defined]
+    return order
+
+
 def has_map(expr: Expr) -> bool:
     return any(isinstance(e, MapRef) for e in expr.walk())
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import itertools
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -31,6 +30,7 @@ from cumulus.m3.ast import (
     Or,
     Trigger,
     Var,
+    loop_order,
     terms,
 )
 from cumulus.m3.validate import CheckedProgram
@@ -258,7 +258,9 @@ class Interpreter:
     # -- evaluation
     def _compiled(self, trigger: Trigger) -> tuple[_Statement, ...]:
         """A trigger's statements, compiled once: each term's factors, and its map
-        factors whose arguments have variables the trigger does not bind (the loops)."""
+        factors whose arguments have variables the trigger does not bind (the loops),
+        nested in `loop_order`'s order: a loop variable two maps share is bound by the
+        first and probed in the second (full M3: a join of the maps' slices)."""
         done = self._triggers.get(trigger.event)
         if done is not None:
             return done
@@ -268,14 +270,14 @@ class Interpreter:
             compiled = []
             for sign, factors in terms(stmt.expr):
                 loops = []
-                for n, f in enumerate(factors):
-                    if not isinstance(f, MapRef):
-                        continue
-                    binds = tuple(a.name if isinstance(a, Var) and a.name not in params else None for a in f.args)
-                    if any(binds):
-                        bound = tuple(i for i, b in enumerate(binds) if b is None)
-                        loops.append(_Loop(n, self.state[f.name], bound, tuple(self.code(f.args[i]) for i in bound),
-                                           binds))
+                bound_vars = set(params)
+                for n in loop_order(factors, params):
+                    f = factors[n]
+                    assert isinstance(f, MapRef)
+                    binds = tuple(a.name if isinstance(a, Var) and a.name not in bound_vars else None for a in f.args)
+                    bound = tuple(i for i, b in enumerate(binds) if b is None)
+                    loops.append(_Loop(n, self.state[f.name], bound, tuple(self.code(f.args[i]) for i in bound), binds))
+                    bound_vars.update(b for b in binds if b is not None)
                 compiled.append(_Term(sign, tuple(self.code(f) for f in factors), tuple(loops)))
             out.append(_Statement(stmt.target.name, tuple(self.code(a) for a in stmt.target.args), tuple(compiled)))
         done = self._triggers[trigger.event] = tuple(out)
@@ -294,27 +296,30 @@ class Interpreter:
                 else:
                     updates.append((stmt.target, tuple([a(env) for a in stmt.key]), value))
                 continue
-            found = []  # per loop, the (key, value) entries it matches
-            for loop in term.loops:
-                probe = tuple([code(env) for code in loop.probe])
-                matches = None if None in probe else loop.store.matching(loop.bound, probe)  # NULL matches nothing
-                if not matches:
-                    break
-                found.append(matches)
-            else:
-                for combo in itertools.product(*found) if len(found) > 1 else ((m,) for m in found[0]):
-                    local = env.copy()
-                    for loop, (key, _) in zip(term.loops, combo, strict=True):
-                        for i, name in loop.binds_at:
-                            local[name] = key[i]
-                    value = term.sign
-                    for n, f in enumerate(term.factors):
-                        loop_n = term.loop_at.get(n)
-                        value = _mul(value, f(local) if loop_n is None else combo[loop_n][1])
-                        if value is None or value == 0:
-                            break
-                    else:
-                        updates.append((stmt.target, tuple([a(local) for a in stmt.key]), value))
+            self._nested(stmt, term, 0, env, [], updates)
+
+    def _nested(self, stmt: _Statement, term: _Term, depth: int, env: dict, values: list, updates: list) -> None:
+        """The term's loops from `depth` on, nested: each probes its map with the values
+        the trigger and the outer loops bound (NULL matches nothing) and binds its loop
+        variables; innermost, the product of the factors (`values`: the loops' entries)."""
+        if depth == len(term.loops):
+            value = term.sign
+            for n, f in enumerate(term.factors):
+                loop_n = term.loop_at.get(n)
+                value = _mul(value, f(env) if loop_n is None else values[loop_n])
+                if value is None or value == 0:
+                    return
+            updates.append((stmt.target, tuple([a(env) for a in stmt.key]), value))
+            return
+        loop = term.loops[depth]
+        probe = tuple([code(env) for code in loop.probe])
+        if None in probe:
+            return
+        for key, value in loop.store.matching(loop.bound, probe):
+            local = env.copy()
+            for i, name in loop.binds_at:
+                local[name] = key[i]
+            self._nested(stmt, term, depth + 1, local, values + [value], updates)
 
     def code(self, e: Expr) -> Code:
         """`e` as a function of the environment: a number (or NULL) for an expression,

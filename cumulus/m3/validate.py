@@ -187,8 +187,13 @@ class _Checker:
         return {p: c.type for p, c in zip(t.params, rel.columns, strict=True)}
 
     def check_structure(self, t: Trigger, s: Statement) -> None:
-        """Restricted M3: every loop variable stands as a plain key in the target and in
-        exactly one map factor of each term; keys hold no maps; no free variables."""
+        """Full M3 (DBToaster's): every loop variable stands as a plain key of at least one
+        map that is a factor of each term it occurs in; it may be a key of several such
+        maps (a join of their slices on it) and need not be a key of the target (the term
+        then sums over it). Forbidden, because no evaluation could bind them: a loop
+        variable bound by no map factor, one inside IF or a nested sum's map, one inside a
+        key expression, and one twice in one map (`m[X, X]`: write the equality as IF).
+        Keys hold no maps."""
         params = set(t.params)
         target_vars = []
         for a in s.target.args:
@@ -219,6 +224,10 @@ class _Checker:
                                     sub.pos,
                                 )
                             if isinstance(a, Var) and a.name not in params:
+                                if sum(1 for b in sub.args if b == a) > 1:
+                                    raise self.error(
+                                        f"loop variable {a.name.upper()} is twice a key of {sub.name}; write the "
+                                        "equality of those keys as IF", sub.pos)
                                 if sub is not f:
                                     raise self.error(
                                         f"loop variable {a.name.upper()} is a key of {sub.name}, which is not "
@@ -230,19 +239,6 @@ class _Checker:
             if free:
                 v = sorted(free)[0]
                 raise self.error(f"variable {v.upper()} is not bound by the trigger or by a map key", s.pos)
-            for v, n in term_loop_vars.items():
-                if n > 1:
-                    raise self.error(
-                        f"loop variable {v.upper()} appears in {n} maps of one term; restricted M3 "
-                        "allows exactly one",
-                        s.pos,
-                    )
-                if v not in loop_target:
-                    raise self.error(
-                        f"loop variable {v.upper()} appears only on the right-hand side; it must also "
-                        f"be a key of the target {s.target.name}",
-                        s.pos,
-                    )
             for v in loop_target:
                 if v not in term_loop_vars:
                     raise self.error(
