@@ -237,8 +237,10 @@ def factorize(q: Query, atoms: list[int], bound: set[str]) -> tuple[list[list[in
         return any(wanted <= q.atom_vars(i) for i in piece)
 
     def split(piece: list[int]) -> list[list[int]]:
-        if len(piece) == 1 or guarded(piece):
+        if len(piece) == 1:
             return [piece]
+        if guarded(piece):
+            return redundant(piece)
         counts: dict[str, int] = {}
         for i in piece:
             for v in q.atom_vars(i) - bound - cut:
@@ -256,6 +258,21 @@ def factorize(q: Query, atoms: list[int], bound: set[str]) -> tuple[list[list[in
             return [[i] for i in piece]
         cut.add(best[1])
         return [p for part in best[2] for p in split(part)]
+
+    def redundant(piece: list[int]) -> list[list[int]]:
+        """A guarded piece whose guard atom shares only key variables with the others
+        holds no more than the guard's own map times lookups of the others by those
+        keys (lineitem joined with partsupp on both of partsupp's keys, keyed by
+        lineitem's columns): it is split there, so that the single-relation maps are
+        shared instead of a copy of lineitem's per join."""
+        here = keys(piece)
+        for a in piece:
+            others = [i for i in piece if i != a]
+            shared = q.atom_vars(a) & set().union(*(q.atom_vars(i) for i in others))
+            if here <= q.atom_vars(a) and shared <= here:
+                cut.update(shared - bound)
+                return [[a]] + [p for part in _components(q, others, bound | cut) for p in split(part)]
+        return [piece]
 
     pieces = [p for comp in _components(q, atoms, bound) for p in split(comp)]
     return sorted(pieces), cut
