@@ -27,7 +27,8 @@ each later epoch:
 - per epoch: the Iceberg commits it made (snapshots added to every table of the home),
   the Spark jobs it ran, and the machine's 1-minute load average at its end.
 
-`--views corpus` runs the whole TPC-H view corpus (tests/fixtures/views/tpch) instead of
+`--views corpus` runs the whole TPC-H view corpus (tests/fixtures/views/tpch) and the
+TPC-H queries as the benchmark writes them (tests/fixtures/views/tpch_queries) instead of
 the three bench views.
 
 Ingest is timed apart: both approaches need the events landed.
@@ -64,7 +65,7 @@ VIEWS = {  # name -> SQL: one scan view per big table and a join view
         GROUP BY o.o_orderpriority""",
 }
 RESULTS = REPO / "bench" / "results"
-CORPUS = REPO / "tests" / "fixtures" / "views" / "tpch"
+CORPUS = [REPO / "tests" / "fixtures" / "views" / kind for kind in ("tpch", "tpch_queries")]
 COMPACTION_RATIO = 0.1  # cumulus.config.Settings.base_compaction_ratio, the default the bench runs with
 log = logging.getLogger("bench")
 
@@ -111,7 +112,7 @@ class Row:
 def bench_views(which: str) -> dict[str, str]:
     if which == "bench":
         return VIEWS
-    return {p.stem: p.read_text() for p in sorted(CORPUS.glob("*.sql"))}
+    return {p.stem: p.read_text() for folder in CORPUS for p in sorted(folder.glob("*.sql"))}
 
 
 def commit_count(spark, tables: list[str]) -> int:

@@ -117,9 +117,30 @@ class Reader:
             raise ReadError(f"unknown map {name}")
         return info
 
+    @cached_property
+    def fingerprint(self) -> str:
+        from cumulus.m3.printer import fingerprint
+
+        return fingerprint(self.compilation.program)
+
     def _maps_at(self, at: At):
-        """maps.entries and the snapshot id to read for `at` (None: main)."""
+        """maps.entries and the snapshot id to read for `at` (None: main). Refused where
+        the maps were written with another program than the registered views compile to
+        (a newer Cumulus: the next close rebuilds them), or at a tag from before the
+        rebuild that made them this program's."""
+        from cumulus.store.maps import PROGRAM, PROGRAM_SINCE
+
         table = self.catalog.load_table(f"{MAPS}.{ENTRIES}")
+        mark, since = table.properties.get(PROGRAM), table.properties.get(PROGRAM_SINCE)
+        current = table.current_snapshot()
+        empty = current is None or current.summary is None or int(current.summary["total-records"] or 0) == 0
+        if mark != self.fingerprint and not (mark is None and empty):
+            raise ReadError("the maps of this home were written by another version of Cumulus (or for another "
+                            "program): the next `cumulus epoch close` rebuilds them from base.* (docs/engine.md, "
+                            "'Rebuilding the maps')")
+        if at.epoch is not None and since is not None and at.epoch < int(since):
+            raise ReadError(f"epoch {at.epoch} was closed by an older version of Cumulus, whose maps were rebuilt "
+                            f"at epoch {since}: read epoch {since} or later")
         if at.tag is None:
             return table, None
         snap = table.snapshot_by_name(at.tag)

@@ -136,14 +136,14 @@ class Engine:
         While an earlier epoch is sealed but not closed, wait up to `wait` seconds for its
         close, then refuse (EpochOrderError: NOT_YET)."""
         from cumulus.engine.apply import apply_source
-        from cumulus.engine.recompute import defer_to_close
+        from cumulus.engine.recompute import defer_to_close, program_changed
         from cumulus.ingest.sources import get_source
         from cumulus.store.ledger import current_epoch
 
         priority = get_source(self.settings, source).priority
         plan = self.plan()
         epoch = epoch or current_epoch(self.spark, self.settings)
-        deferred = defer_to_close(self.settings)
+        deferred = defer_to_close(self.settings, program_changed(self.spark, self.settings, plan.checked.program))
         if deferred:
             log.info("epoch %d source %s: not applied: %s", epoch, source, deferred)
             return Applied(epoch, None, f"left to the close: {deferred}")

@@ -36,12 +36,14 @@ from cumulus.engine.recompute import (
     base_rows,
     choose,
     pending_batches,
+    program_changed,
     recompute_maps,
     recompute_record,
 )
 from cumulus.engine.repair import repair_epoch
 from cumulus.errors import NoSuchEpochError
 from cumulus.faults import fault_point
+from cumulus.m3.printer import fingerprint
 from cumulus.store.commit import FOLDED_EPOCH
 from cumulus.store.fold import fold_epoch
 from cumulus.store.ledger import (
@@ -56,7 +58,7 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table
+from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table, mark_program
 from cumulus.store.tables import base_table
 
 if TYPE_CHECKING:
@@ -80,8 +82,11 @@ def _bring_up_to_date(
             return Choice(RECOMPUTE, "chosen before (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
         pending = pending_batches(spark, settings, plan, epoch, taken_batches(records))
         rows_now = base_rows(spark, settings, plan) if pending.batches and settings.epoch_mode == "auto" else 0
-        choice = Choice(RECOMPUTE, "asked: epoch close --rebuild") if forced else \
-            choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
+        changed = program_changed(spark, settings, plan.checked.program)
+        if forced or changed:
+            choice = Choice(RECOMPUTE, "asked: epoch close --rebuild" if forced else f"{changed}: rebuilt from base.*")
+        else:
+            choice = choose(settings, pending, rows_now, [r.metrics for r in rows if r.state in DONE and r.epoch < epoch])
         log.info("epoch %d: %s (%s)", epoch, choice.mode, choice.reason)
         if choice.mode == RECOMPUTE:
             rebuild = recompute_record(epoch, pending)
@@ -158,6 +163,8 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         if rebuild is not None:
             with steps("recompute"):
                 recompute_maps(spark, settings, plan, rebuild)
+                if program_changed(spark, settings, plan.checked.program):  # the maps are this program's from N on
+                    mark_program(spark, settings, fingerprint(plan.checked.program), epoch)
             rebuild.seconds, rebuild.status = steps.metrics["recompute_s"], "done"
             save_record(spark, settings, rebuild)
             steps.metrics["recompute_rows"] = base_rows(spark, settings, plan)

@@ -29,12 +29,15 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.m3.ast import Program
+from cumulus.m3.printer import fingerprint
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
 from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
     entries_columns,
     maps_table,
+    program_mark,
     versioned,
 )
 from cumulus.store.tables import base_table
@@ -118,13 +121,44 @@ def choose(settings: Settings, pending: Pending, rows: int, history: Sequence[Ma
     return Choice(RECOMPUTE if recompute < incremental else INCREMENTAL, why)
 
 
-def defer_to_close(settings: Settings) -> str | None:
-    """Why an apply step leaves its batches to the close (None: apply them). Only with
-    epoch_mode = recompute: under auto an apply keeps its promise of fresh values at
-    once, and the close chooses for whatever is still pending."""
+def defer_to_close(settings: Settings, changed: str | None = None) -> str | None:
+    """Why an apply step leaves its batches to the close (None: apply them): epoch_mode =
+    recompute (under auto an apply keeps its promise of fresh values at once, and the
+    close chooses for whatever is still pending), or the program changed (`changed`,
+    program_changed): deltas of the new program must not land on the old one's maps."""
+    if changed:
+        return f"{changed}; the close rebuilds every map from base.*"
     if settings.epoch_mode == "recompute":
         return "epoch_mode = recompute: the close rebuilds the maps from base.*"
     return None
+
+
+def carry_mark(spark: SparkSession, settings: Settings, before: Program | None, after: Program) -> None:
+    """After a view add (its maps back-filled) or drop: the maps are `after`'s whole state
+    if they were `before`'s (or held nothing), from the same first epoch."""
+    from cumulus.store.maps import mark_program
+
+    mark, since, rows = program_mark(spark, settings)
+    if (before is not None and mark == fingerprint(before)) or (mark is None and rows == 0) or \
+            (before is None and mark is None):
+        mark_program(spark, settings, fingerprint(after), since or 0)
+
+
+def program_changed(reader: Any, settings: Settings, program: Program) -> str | None:
+    """Why the maps are not `program`'s (None: they are, or hold nothing yet): written by
+    another version of the compiler or of M3's semantics (a newer Cumulus), so neither an
+    apply nor a read may use them with this program until a rebuild (the next close does
+    one). `reader`: a SparkSession or a PyIceberg catalog."""
+    from cumulus.errors import NoSuchTableError
+
+    try:
+        mark, _since, rows = program_mark(reader, settings)
+    except NoSuchTableError:
+        return None
+    if mark == fingerprint(program) or (mark is None and rows == 0):
+        return None
+    return ("the maps were written by another version of Cumulus's compiler" if mark is None else
+            f"the maps were written for another program (fingerprint {mark}, now {fingerprint(program)})")
 
 
 def evaluate_from_base(

@@ -26,7 +26,7 @@ from cumulus.engine.apply import (
 )
 from cumulus.engine.evaluate import BatchPlan, restricted
 from cumulus.engine.publish import create_catalog_views, move_stable
-from cumulus.engine.recompute import evaluate_from_base
+from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
 from cumulus.engine.registry import (
     DROPPED,
     M3,
@@ -120,6 +120,11 @@ def add_view(
                 f"epoch {epoch} already has applied batches; close it first (cumulus epoch close), "
                 "then add the view: it is back-filled from the closed state"
             )
+        previous = compile_registered(schema, rows, settings.sql_dialect).program if live(rows) else None
+        changed = program_changed(spark, settings, previous) if previous is not None else None
+        if changed:
+            raise ViewError(f"{changed}; close epoch {epoch} first (cumulus epoch close: it rebuilds every map from "
+                            "base.*), then add the view")
         plan = batch_plan(compiled)
         added = [m for m in compiled.checked.maps if m not in before]
         ensure_maps_table(spark, settings, [compiled.checked.maps[m] for m in added])
@@ -137,6 +142,7 @@ def add_view(
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
             move_stable(spark, {maps_table(settings): snap})
+        carry_mark(spark, settings, previous, compiled.program)
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         append_row(spark, settings, replace(new, added_epoch=closed or 0,
                                             added_at=dt.datetime.now(dt.UTC).replace(microsecond=0)))
@@ -171,6 +177,7 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     ensure_views_table(spark, settings)
     with catalog_lock(settings, f"view drop {name}"):
         rows = registry(spark, settings)
+        previous = compile_registered(schema, rows, settings.sql_dialect).program if live(rows) else None
         registered = is_registered(rows, name)
         if registered:
             marker = RegisteredView(name, "", DROPPED, len(rows), current_epoch(spark, settings),
@@ -189,6 +196,8 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             if removed:
                 names = ", ".join(spark_literal(Const(m, STRING)) for m in removed)
                 spark.sql(f"DELETE FROM {table} WHERE map IN ({names})")
+        if live(rows) and spark.catalog.tableExists(table):
+            carry_mark(spark, settings, previous, compile_registered(schema, rows, settings.sql_dialect).program)
         for target in view_names(settings, name):
             spark.sql(f"DROP VIEW IF EXISTS {target}")
         log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))

@@ -158,3 +158,17 @@ def format_program(p: Program, docs: dict[str, str] | None = None) -> str:
         out += "\n\n"
     out += "\n\n".join(format_trigger(t) for t in p.triggers)
     return out + "\n"
+
+
+# The version of M3's semantics: bumped whenever the same program text evaluates to other
+# values (2: a sum without map references is one scalar, NULL when an operand is), so that
+# a home's maps written under the old meaning are rebuilt (cumulus.engine.recompute).
+SEMANTICS = 2
+
+
+def fingerprint(p: Program) -> str:
+    """A short hash of the program as printed and of SEMANTICS: equal exactly when two
+    programs keep the same maps with the same meaning."""
+    import hashlib
+
+    return hashlib.sha256(f"M3 semantics {SEMANTICS}\n{format_program(p)}".encode()).hexdigest()[:20]

@@ -100,8 +100,9 @@ def expand(multiset: DataFrame, columns: Sequence[str]) -> DataFrame:
 
 def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_DIALECT, unlimited: bool = False) -> str:
     """The view's SQL (written in `dialect`) for Spark, its relations replaced by the
-    expanded temporary views (keeping the names as aliases) and AVG(e) as
-    CAST(SUM(e) AS DOUBLE) / COUNT(e); `unlimited`: without its LIMIT and OFFSET."""
+    expanded temporary views (keeping the names as aliases), AVG(e) as
+    CAST(SUM(e) AS DOUBLE) / COUNT(e) and a / b as CAST(a AS DOUBLE) / CAST(b AS DOUBLE);
+    `unlimited`: without its LIMIT and OFFSET."""
     import sqlglot
     from sqlglot import exp
 
@@ -122,6 +123,11 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_
             arg = node.this
             total = exp.Cast(this=exp.Sum(this=arg.copy()), to=exp.DataType.build("double"))
             return exp.Div(this=total, expression=exp.Count(this=arg.copy()))
+        if isinstance(node, exp.Div) and not all(isinstance(x, exp.Cast) for x in (node.this, node.expression)):
+            # A quotient is a double in the views' semantics (docs/compiler.md), as in
+            # DuckDB; Spark's quotient of decimals would round to 6 digits.
+            return exp.Div(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("double")),
+                           expression=exp.Cast(this=node.expression.copy(), to=exp.DataType.build("double")))
         return node
 
     return tree.transform(rewrite).sql(dialect="spark")

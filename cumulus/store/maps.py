@@ -95,6 +95,28 @@ def fixed_columns() -> list[tuple[str, str]]:
     return [("map", "STRING"), *((value_slot(t), SPARK_DDL[t]) for t in VALUE_TYPES), *VERSION_COLUMNS]
 
 
+# Table properties of maps.entries: the fingerprint (cumulus.m3.printer.fingerprint) of
+# the program whose maps it holds, and the first epoch whose tag holds them. Set by every
+# step that makes the maps a program's whole state (a view's back-fill, a rebuild), and
+# read by the steps that would write or read them with a program (engine/recompute.py).
+PROGRAM = "cumulus.program"
+PROGRAM_SINCE = "cumulus.program-since"
+
+
+def program_mark(reader: Any, settings: Settings) -> tuple[str | None, int | None, int]:
+    """(the fingerprint the maps were written with, the first epoch holding them, the
+    rows of maps.entries now); (None, None, rows) for a home written before marks."""
+    meta = commit.table_metadata(reader, maps_table(settings))
+    props = meta.get("properties") or {}
+    since = props.get(PROGRAM_SINCE)
+    return props.get(PROGRAM), (int(since) if since else None), commit.total_records(meta)
+
+
+def mark_program(spark: SparkSession, settings: Settings, fingerprint: str, since: int) -> None:
+    spark.sql(f"ALTER TABLE {maps_table(settings)} SET TBLPROPERTIES "
+              f"('{PROGRAM}' = '{fingerprint}', '{PROGRAM_SINCE}' = '{since}')")
+
+
 def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[MapInfo]) -> bool:
     """Create `maps.entries` if missing (with one empty snapshot, so it can be read and
     tagged before its first delta) and add the key slots `maps` need that it lacks. True

@@ -9,11 +9,14 @@ from __future__ import annotations
 import itertools
 from decimal import Decimal
 
+import pytest
+
 from cumulus.config import load_settings, with_overrides
 from cumulus.engine import Engine
 from cumulus.ingest.sources import add_source
+from cumulus.errors import ReadError
 from cumulus.read import At, Reader
-from cumulus.store.maps import maps_table
+from cumulus.store.maps import PROGRAM, PROGRAM_SINCE, maps_table
 
 DDL = ("CREATE TABLE sessions (session_id INT, user_id INT, device VARCHAR(10), started DATE, "
        "pages INT, revenue DECIMAL(12,2));\n")
@@ -59,3 +62,19 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     assert got == [("tab let", float(Decimal("9.00")), -1)]
     outcome = engine.validate(3, full=True)
     assert outcome is not None and outcome.passed
+
+    # A home whose maps an older Cumulus wrote (no program mark): applies leave their
+    # batches to the close, reads refuse, and the close rebuilds every map from base.*.
+    spark.sql(f"ALTER TABLE {maps} UNSET TBLPROPERTIES ('{PROGRAM}', '{PROGRAM_SINCE}')")
+    landing = tmp_path / "e4"
+    landing.mkdir()
+    (landing / "sessions.csv").write_text("5|1|8|\\N|tab let|\\N|3|1.25\n")
+    engine.ingest("a", [str(landing)], "dbtoaster")
+    assert engine.apply("a").record is None
+    with pytest.raises(ReadError, match="another version of Cumulus"):
+        Reader(settings).read_view("v")
+    _, metrics = engine.close()
+    assert metrics["mode"] == "recompute" and "another version" in metrics["mode_reason"]
+    assert Reader(settings).read_view("v", At(4)) == [("tab let", float((Decimal("10.25") + Decimal("1.25")) / 2 - Decimal("1.25")), -1 + 1 - 3)]
+    with pytest.raises(ReadError, match="read epoch 4 or later"):
+        Reader(settings).read_view("v", At(3))
