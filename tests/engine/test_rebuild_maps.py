@@ -13,8 +13,8 @@ import pytest
 
 from cumulus.config import load_settings, with_overrides
 from cumulus.engine import Engine
-from cumulus.ingest.sources import add_source
 from cumulus.errors import ReadError
+from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader
 from cumulus.store.maps import PROGRAM, PROGRAM_SINCE, maps_table
 
