@@ -94,6 +94,10 @@ class Settings:
     # (cumulus/engine/driver_apply.py); a larger one by a Spark plan. 0: always Spark.
     apply_local_events: int = 5_000
     apply_local_rows: int = 200_000
+    # `view add` refuses a view whose maps would hold more entries than this per row of the
+    # relations it reads, estimated from base.* at the latest closed epoch
+    # (cumulus/sql/estimate.py), unless it is forced (`view add --force`). 0: no bound.
+    max_entries_per_base_row: float = 10.0
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from cumulus.commands.inputs import add_dialect_option, compile_files, read_views
 from cumulus.commands.m3 import describe
@@ -19,10 +20,31 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from cumulus.sql.estimate import Statistics
     from cumulus.sql.explain import explain
 
-    sys.stdout.write(explain(load_schema(args.schema), read_views(args.views), args.dialect))
+    schema = load_schema(args.schema)
+    stats = Statistics.load(args.stats) if args.stats else home_statistics(args, schema) if args.from_home else None
+    if stats is not None and args.save_stats:
+        Path(args.save_stats).write_text(stats.to_json())
+    sys.stdout.write(explain(schema, read_views(args.views), args.dialect, stats))
     return 0
+
+
+def home_statistics(args: argparse.Namespace, schema):
+    """The home's base.* statistics at its latest closed epoch (a Spark job per relation)."""
+    from cumulus.config import settings_from_args
+    from cumulus.engine.stats import base_statistics
+    from cumulus.engine.views import latest_closed_epoch
+    from cumulus.errors import ConfigError
+    from cumulus.spark.session import spark_session
+
+    settings = settings_from_args(args)
+    spark = spark_session(settings, app_name="cumulus explain")
+    epoch = latest_closed_epoch(spark, settings)
+    if epoch is None:
+        raise ConfigError(f"{settings.home} has no closed epoch yet: no statistics (give --stats FILE)")
+    return base_statistics(spark, settings, {r.name: r.column_names for r in schema.relations}, epoch)
 
 
 def register(subparsers) -> None:
@@ -48,5 +70,11 @@ def register(subparsers) -> None:
     )
     e.add_argument("views", nargs="+", help="view files (SQL)")
     e.add_argument("--schema", required=True, help="SQL DDL file declaring the relations")
+    e.add_argument("--stats", metavar="FILE",
+                   help='base relations\' statistics (JSON: {"lineitem": {"rows": 6001215, "distinct": '
+                        '{"l_orderkey": 1500000}}, ...}): each map\'s estimated entries and the view\'s total')
+    e.add_argument("--from-home", action="store_true",
+                   help="the statistics of the home's base.* at its latest closed epoch (starts Spark)")
+    e.add_argument("--save-stats", metavar="FILE", help="also write the statistics used to FILE (JSON)")
     add_dialect_option(e)
     e.set_defaults(func=cmd_explain)

@@ -19,7 +19,7 @@ def cmd_view_add(args: argparse.Namespace) -> int:
     kind = M3 if args.sql.endswith(".m3") or args.m3 else SQL
     name = args.name.lower()
     text = read_text(args.sql)
-    compiled = engine_for(args).add_view(name, text, kind)
+    compiled = engine_for(args).add_view(name, text, kind, force=args.force)
     if kind == M3:
         from cumulus.m3.parser import parse_program
 
@@ -138,6 +138,8 @@ def register(subparsers) -> None:
     add.add_argument("name", help="the view's name")
     add.add_argument("sql", help="a file holding the view's SELECT, or an M3 program (*.m3); '-' for standard input")
     add.add_argument("--m3", action="store_true", help="the input is a hand-written M3 program (implied by .m3)")
+    add.add_argument("--force", action="store_true",
+                     help="add it even when its maps' estimated entries per base row pass max_entries_per_base_row")
     add.set_defaults(func=cmd_view_add)
     drop = sub.add_parser(
         "drop", help="drop a view: its catalog views and the maps no other view needs",

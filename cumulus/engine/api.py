@@ -200,12 +200,13 @@ class Engine:
             raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
                                "the ledger is unchanged, retry") from exc
 
-    def add_view(self, name: str, text: str, kind: str) -> Compilation:
-        """Register a view (SQL) or an M3 program, create its maps and back-fill them."""
+    def add_view(self, name: str, text: str, kind: str, force: bool = False) -> Compilation:
+        """Register a view (SQL) or an M3 program, create its maps and back-fill them;
+        `force`: even when its estimated state passes max_entries_per_base_row."""
         from cumulus.engine.views import add_view
 
         self._compiled = None
-        return add_view(self.spark, self.settings, self.schema, name, text, kind)
+        return add_view(self.spark, self.settings, self.schema, name, text, kind, force)
 
     def drop_view(self, name: str) -> Dropped:
         """Drop a registered view: its catalog views, and the maps no other view needs."""

@@ -436,6 +436,7 @@ def relation_deltas(plan: BatchPlan, rel: str, events: DataFrame, entries: DataF
 
 def evaluate_batch(
     plan: BatchPlan, events: Mapping[str, DataFrame], entries: DataFrame, sizes: Mapping[str, int] | None = None,
+    from_empty: bool = False,
 ) -> DataFrame | None:
     """Every map's deltas for a batch (`events[relation]`: the relation's columns and
     `op`) as one frame of delta rows (`delta_columns`: map, key slots, value slots),
@@ -445,20 +446,28 @@ def evaluate_batch(
     the relations before it. The deltas of all maps are shaped alike so that they are
     summed by one aggregation per relation, not one per map: Spark's cost per operator,
     not the rows, is most of a small batch's. `sizes`: the events of each relation, when
-    known (an apply's batch): small batches are broadcast to the joins of maps.entries."""
+    known (an apply's batch): small batches are broadcast to the joins of maps.entries.
+    `from_empty`: `entries` holds nothing (a rebuild or back-fill from base.*, whose
+    batches are whole relations): each relation then reads the earlier relations' deltas
+    of the maps it reads, materialized once, not every delta row at each of its joins."""
     earlier: list[DataFrame] = []  # the delta rows of each relation evaluated so far
-    state = entries
+    state, parts = entries, []
     for rel in plan.order:
         if rel not in events or not plan.statements[rel]:
             continue
         written = {bs.statement.target.name for bs in plan.statements[rel]}
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
+        if from_empty and parts:
+            state = union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))).localCheckpoint()
         deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel)))
         if later & written:
             # A later relation of the batch reads these deltas: materialize them once, so
             # its plan does not carry (and recompute) this relation's whole evaluation.
             deltas = deltas.localCheckpoint()
-            state = state.unionByName(deltas, allowMissingColumns=True)
+            if from_empty:
+                parts.append(deltas)
+            else:
+                state = state.unionByName(deltas, allowMissingColumns=True)
         earlier.append(deltas)
     if not earlier:
         return None

@@ -176,7 +176,7 @@ def evaluate_from_base(
             reader = reader.option("tag", tag)
         events[rel] = reader.load(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
     nothing = spark.table(maps_table(settings)).where(F.lit(False))
-    return evaluate_batch(plan, events, nothing)
+    return evaluate_batch(plan, events, nothing, from_empty=True)
 
 
 def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:

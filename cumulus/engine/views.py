@@ -92,11 +92,13 @@ def backfill(
 
 
 def add_view(
-    spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, kind: str = SQL
+    spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, kind: str = SQL,
+    force: bool = False,
 ) -> Compilation:
     """Register a view (`kind` sql: a SELECT) or a hand-written M3 program (`kind` m3),
     create the tables of the maps it adds and back-fill them. Returns the compilation of
-    everything registered."""
+    everything registered. Refused (ViewError) when its maps' estimated entries per base
+    row pass `max_entries_per_base_row`, unless `force` (check_state)."""
     ensure_views_table(spark, settings)
     ensure_applies_table(spark, settings)
     with catalog_lock(settings, f"view add {name}"):
@@ -125,10 +127,12 @@ def add_view(
         if changed:
             raise ViewError(f"{changed}; close epoch {epoch} first (cumulus epoch close: it rebuilds every map from "
                             "base.*), then add the view")
+        closed = latest_closed_epoch(spark, settings)
+        if not force and closed is not None and name in compiled.views:
+            check_state(spark, settings, compiled, name, closed)
         plan = batch_plan(compiled)
         added = [m for m in compiled.checked.maps if m not in before]
         ensure_maps_table(spark, settings, [compiled.checked.maps[m] for m in added])
-        closed = latest_closed_epoch(spark, settings)
         # Before the first close base.* is empty (a fold commits only inside a close,
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
@@ -147,6 +151,30 @@ def add_view(
         append_row(spark, settings, replace(new, added_epoch=closed or 0,
                                             added_at=dt.datetime.now(dt.UTC).replace(microsecond=0)))
         return compiled
+
+
+def check_state(spark: SparkSession, settings: Settings, compiled: Compilation, name: str, epoch: int) -> None:
+    """Refuse the view (ViewError) when its maps' entries, estimated from base.* at
+    `epoch` (cumulus/sql/estimate.py), pass max_entries_per_base_row per row of the
+    relations it reads; the message names the largest map."""
+    from cumulus.engine.stats import base_statistics
+    from cumulus.sql.estimate import estimate
+
+    bound = float(settings.max_entries_per_base_row)
+    if bound <= 0:
+        return
+    relations = {r for m in compiled.maps.values() for r in m.query.relations}
+    columns = {r: compiled.schema.relation(r).column_names for r in relations}
+    stats = base_statistics(spark, settings, columns, epoch)
+    view = estimate(compiled, stats)[name]
+    log.info("view %s: its maps would hold about %d entries (%.2f per base row)", name, view.entries, view.per_base_row)
+    if view.base_rows and view.per_base_row > bound:
+        top = view.maps[0]
+        raise ViewError(
+            f"view {name}: its maps would hold about {view.entries:,} entries, {view.per_base_row:.1f} per row of the "
+            f"relations it reads (more than max_entries_per_base_row = {bound:g}); the largest, "
+            f"{top.name}[{', '.join(top.keys)}], about {top.entries:,}. See `cumulus explain --from-home`; add it anyway "
+            "with `cumulus view add --force`, or raise the bound in cumulus.toml")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from cumulus.config import DEFAULT_DIALECT
 from cumulus.errors import PositionedError
 from cumulus.schema import Schema
 from cumulus.sql import readtime
+from cumulus.sql.estimate import Statistics, describe, estimate
 from cumulus.sql.frontend import clause_refusals
 from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan, compile_views
@@ -24,9 +25,11 @@ KINDS = {"sum": "SUM", "count": "COUNT", "avg": "AVG", "min": "MIN", "max": "MAX
          "sum_distinct": "SUM(DISTINCT)", "avg_distinct": "AVG(DISTINCT)"}
 
 
-def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEFAULT_DIALECT) -> str:
+def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEFAULT_DIALECT,
+            stats: Statistics | None = None) -> str:
     """The explanation of every view (name, SQL); the accepted ones compiled together, in
-    order, so sharing is as a home that registers them in that order would have it."""
+    order, so sharing is as a home that registers them in that order would have it.
+    `stats`: the base relations' statistics, for each map's estimated entries."""
     refused: dict[str, list[PositionedError]] = {}
     for name, sql in views:
         try:
@@ -35,6 +38,7 @@ def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEF
             refused[name] = clause_refusals(sql, schema, name, dialect) or [exc]
     accepted = [(n, s) for n, s in views if n not in refused]
     compiled = compile_views(schema, accepted, dialect) if accepted else None
+    sizes = estimate(compiled, stats) if compiled is not None and stats is not None else {}
     parts = []
     for name, _ in views:
         if name in refused:
@@ -43,7 +47,10 @@ def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEF
                          f"nothing is maintained\n{blocks}")
         else:
             assert compiled is not None
-            parts.append(_explain_view(compiled, compiled.views[name]))
+            text = _explain_view(compiled, compiled.views[name])
+            if name in sizes:
+                text += "\n".join(describe(sizes[name], stats)) + "\n"  # type: ignore[arg-type]
+            parts.append(text)
     return "\n".join(parts)
 
 

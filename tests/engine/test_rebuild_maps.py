@@ -13,7 +13,7 @@ import pytest
 
 from cumulus.config import load_settings, with_overrides
 from cumulus.engine import Engine
-from cumulus.errors import ReadError
+from cumulus.errors import ReadError, ViewError
 from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader
 from cumulus.store.maps import PROGRAM, PROGRAM_SINCE, maps_table
@@ -78,3 +78,13 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     assert Reader(settings).read_view("v", At(4)) == [("tab let", float((Decimal("10.25") + Decimal("1.25")) / 2 - Decimal("1.25")), -1 + 1 - 3)]
     with pytest.raises(ReadError, match="read epoch 4 or later"):
         Reader(settings).read_view("v", At(3))
+
+    # A view whose own map pairs every session with every session: its state, estimated from
+    # base.* at the latest closed epoch, passes the bound; --force adds it anyway.
+    pairs = ("SELECT a.session_id AS u, b.session_id AS w, COUNT(*) AS n FROM sessions a, sessions b "
+             "GROUP BY a.session_id, b.session_id")
+    engine = Engine(with_overrides(settings, max_entries_per_base_row=1.5), spark=spark)
+    with pytest.raises(ViewError, match=r"the largest, pairs_count\[session_id, b_session_id\], about 9"):
+        engine.add_view("pairs", pairs, "sql")
+    engine.add_view("pairs", pairs, "sql", force=True)
+    assert len(Reader(settings).read_view("pairs", At(4))) == 9
