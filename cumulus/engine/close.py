@@ -97,6 +97,17 @@ def _bring_up_to_date(
     return choice, None
 
 
+def _adopt_program(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> None:
+    """After a rebuild for a new program (a newer compiler): its catalog views (their SQL
+    names its maps) and the maps' mark, from `epoch` on."""
+    from cumulus.engine.publish import create_catalog_views
+    from cumulus.engine.registry import compile_registered, registry
+
+    compiled = compile_registered(plan.checked.schema, registry(spark, settings), settings.sql_dialect)
+    create_catalog_views(spark, settings, compiled)
+    mark_program(spark, settings, fingerprint(plan.checked.program), epoch)
+
+
 def _chosen_rebuild(records: list[ApplyRecord]) -> ApplyRecord | None:
     """The epoch's rebuild record, if a close (this one before a crash, or another)
     chose to rebuild the maps."""
@@ -164,7 +175,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             with steps("recompute"):
                 recompute_maps(spark, settings, plan, rebuild)
                 if program_changed(spark, settings, plan.checked.program):  # the maps are this program's from N on
-                    mark_program(spark, settings, fingerprint(plan.checked.program), epoch)
+                    _adopt_program(spark, settings, plan, epoch)
             rebuild.seconds, rebuild.status = steps.metrics["recompute_s"], "done"
             save_record(spark, settings, rebuild)
             steps.metrics["recompute_rows"] = base_rows(spark, settings, plan)

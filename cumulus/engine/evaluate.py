@@ -227,16 +227,18 @@ def _env(names: Mapping[str, str], bound: set[str], target: str) -> Callable[[st
 def _joined(
     term: _Term, events: DataFrame, params: tuple[str, ...], maps: Mapping[str, MapInfo], entries: DataFrame
 ) -> tuple[DataFrame, dict[str, str], set[str]]:
-    """A self-join term's chain (BatchStatement.copies > 1): k copies of the batch joined
-    on the statement's join columns, then with the slice of every map factor; the
-    columns of the loop variables those bind, and the copies' columns. Missing entries
-    are 0 and a factor of 0 adds nothing: inner joins are exact."""
+    """A term's chain on its own: the batch (a self-join's delta-join-delta term,
+    BatchStatement.copies > 1: k copies of it joined on the statement's join columns),
+    then joined with the slice of every map factor in turn; the columns of the loop
+    variables those bind, and the batch's columns. Missing entries are 0 and a factor of
+    0 adds nothing: inner joins are exact."""
     bs = term.bs
     if bs.sign is not None:
         # A hand-written trigger runs on events of its sign; `op` may be a multiplicity
         # (back-fill from base.*), and k copies of an event add k times its effect.
         events = events.where(F.col("op") > 0 if bs.sign == "+" else F.col("op") < 0)
-    df = _batch_copies(events, params, bs)
+    df = _batch_copies(events, params, bs) if bs.copies > 1 else events.selectExpr(
+        *map(quote, params), "op AS `__op`")
     bound = set(df.columns) - {"__op"}
     names: dict[str, str] = {}
     env = _env(names, bound, bs.statement.target.name)
@@ -411,19 +413,22 @@ def _join_level(
     return union_all(joined)
 
 
-def relation_deltas(plan: BatchPlan, rel: str, events: DataFrame, entries: DataFrame, size: int | None = None) -> DataFrame:
+def relation_deltas(plan: BatchPlan, rel: str, events: DataFrame, entries: DataFrame, size: int | None = None,
+                    per_chain: bool = False) -> DataFrame:
     """The delta rows (`delta_columns`) of a batch of one relation, not summed, over the
     maps' state `entries` (rows shaped as maps.entries'). Terms whose joins are the same
     (the batch joined with the same map slices on the same arguments) form a chain that
     shares one join; the chains share their joins of maps.entries too
     (`_shared_deltas`): a plan's cost in Spark grows with its operators, not with the
-    batch. A self-join's delta-join-delta terms join copies of the batch, one chain each."""
+    batch. A self-join's delta-join-delta terms join copies of the batch, one chain each.
+    `per_chain`: every chain joins on its own (a rebuild's batch is a whole relation:
+    repeating it once per chain, as the shared joins do, would multiply it by them)."""
     columns = {c: t.simpleString() for c, t in delta_columns(plan.maps.values())}
     chains: dict[tuple, list[_Term]] = {}
     for term in _terms(plan.statements[rel]):
         chains.setdefault(term.chain, []).append(term)
-    single = [group for group in chains.values() if group[0].bs.copies == 1]
-    self_joins = [group for group in chains.values() if group[0].bs.copies > 1]
+    single = [group for group in chains.values() if group[0].bs.copies == 1 and not per_chain]
+    self_joins = [group for group in chains.values() if group[0].bs.copies > 1 or per_chain]
     out = [_shared_deltas(plan, rel, events, entries, single, columns, size)] if single else []
     for group in self_joins:
         df, names, bound = _joined(group[0], events, plan.params[rel], plan.maps, entries)
@@ -459,7 +464,7 @@ def evaluate_batch(
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
         if from_empty and parts:
             state = union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))).localCheckpoint()
-        deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel)))
+        deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel), per_chain=from_empty))
         if later & written:
             # A later relation of the batch reads these deltas: materialize them once, so
             # its plan does not carry (and recompute) this relation's whole evaluation.

@@ -78,6 +78,8 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     assert Reader(settings).read_view("v", At(4)) == [("tab let", float((Decimal("10.25") + Decimal("1.25")) / 2 - Decimal("1.25")), -1 + 1 - 3)]
     with pytest.raises(ReadError, match="read epoch 4 or later"):
         Reader(settings).read_view("v", At(3))
+    rows = spark.sql(f"SELECT * FROM {settings.catalog}.views_stable.v").collect()
+    assert [tuple(r) for r in rows] == [("tab let", 4.5, -3)]  # the catalog views recreated for the program
 
     # A view whose own map pairs every session with every session: its state, estimated from
     # base.* at the latest closed epoch, passes the bound; --force adds it anyway.
