@@ -62,7 +62,11 @@ def per_source(source: str, epoch: int, state: str) -> None:
         task_id="ingest", job="ingest", home=HOME, epoch=epoch, source=source,
         pool=CFG.pool, trigger_rule=TriggerRule.NONE_FAILED,
     )
-    apply = CumulusSparkJob(task_id="apply", job="apply", home=HOME, epoch=epoch, source=source, pool=CFG.pool)
+    # The apply runs unless the ingest failed: an ingest skipped because its files were
+    # taken already (by an earlier try of it, or by the warm engine's micro-batches) still
+    # leaves a batch to apply (issue 46).
+    apply = CumulusSparkJob(task_id="apply", job="apply", home=HOME, epoch=epoch, source=source, pool=CFG.pool,
+                            trigger_rule=TriggerRule.NONE_FAILED)
     ready >> ingest >> apply
 
 
