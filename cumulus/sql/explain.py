@@ -74,8 +74,12 @@ def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
     BY, LIMIT/OFFSET, and the views kept for its subqueries, each line indented."""
     out: list[str] = []
     groups = [c.name for c in plan.columns if c.kind == "group"]
-    out.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
-                 if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    if plan.bag:
+        out.append(f"  rows (a SELECT without aggregates, as a bag): each ({', '.join(groups)}) as many times as its "
+                   f"count in {plan.count.map}")
+    else:
+        out.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
+                   if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
     for text in plan.filter_text:
         out.append(f"  after the join: {text}, as a filter factor ({plan.filter_terms} products of "
                      "single-relation conditions) in every map's value")
