@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cumulus.config import DEFAULT_DIALECT
-from cumulus.errors import PositionedError
+from cumulus.errors import PositionedError, UnsupportedSQLError
 from cumulus.schema import Schema
 from cumulus.sql import readtime
 from cumulus.sql.estimate import Statistics, describe, estimate
@@ -43,8 +43,12 @@ def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEF
     for name, _ in views:
         if name in refused:
             blocks = "".join(f"  {_indent(str(e))}\n" for e in refused[name])
-            parts.append(f"view {name}: refused ({len(refused[name])} construct(s) outside the supported SQL), "
-                         f"nothing is maintained\n{blocks}")
+            if all(isinstance(e, UnsupportedSQLError) for e in refused[name]):
+                parts.append(f"view {name}: not incremental ({len(refused[name])} construct(s) outside the incremental "
+                             "SQL); `view add` keeps it by full refresh (recomputed over base.* at each close) unless "
+                             f"full_refresh = \"refuse\"\n{blocks}")
+            else:
+                parts.append(f"view {name}: refused ({len(refused[name])} error(s)), nothing is maintained\n{blocks}")
         else:
             assert compiled is not None
             text = _explain_view(compiled, compiled.views[name])

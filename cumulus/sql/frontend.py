@@ -99,6 +99,7 @@ class BoundView:
     filter_text: tuple[str, ...] = ()  # those conditions as written
     subviews: tuple[tuple[str, BoundView], ...] = ()  # uncorrelated subqueries, views of their own
     bag: bool = False  # a SELECT without aggregates: each group's row occurs its count times
+    cross: tuple[Cond, ...] = ()  # comparisons across relations other than equalities (theta joins)
 
 
 class _Binder(SelectBinder, SubqueryBinder):
@@ -255,6 +256,7 @@ class _Binder(SelectBinder, SubqueryBinder):
             tuple(self.filter_text),
             tuple(self.subviews),
             self.bag,
+            tuple(self.cross),
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -465,6 +467,7 @@ class _Binder(SelectBinder, SubqueryBinder):
         treatment of a condition it cannot push into one relation)."""
         self.filter: list[Monomial] = [Monomial(one(), ())]
         self.filter_text: list[str] = []
+        self.cross: list[Cond] = []
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
                 continue
@@ -473,10 +476,11 @@ class _Binder(SelectBinder, SubqueryBinder):
                 continue
             aliases = self.aliases_in(c)
             if len(aliases) > 1:
-                if isinstance(c, _tuple(CMP)) and not isinstance(c, exp.EQ):
-                    raise self.refuse(
-                        f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
-                    )
+                if isinstance(c, _tuple(CMP) + (exp.Between,)) and not isinstance(c, exp.EQ):
+                    # a join on an inequality or a range (r.a < s.b): tested by each delta's
+                    # statement over the event's values and the keys of the maps it reads
+                    self.cross.append(self.condition(c))
+                    continue
                 self.filter = product(self.filter, monomials(self.cond_poly(self.condition(c), c)))
                 self.filter_text.append(self.text_of(c))
                 continue

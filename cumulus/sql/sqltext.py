@@ -117,6 +117,7 @@ def query_sql(q: Query, schema: Schema) -> str:
     where = [f"{cols[0]} = {c}" for cols in columns.values() for c in cols[1:]]
     where += [f"{expr_sql(d.expr, ref)} = {columns[d.var][0]}" for d in q.derived if d.var in columns]
     where += [expr_sql(c, ref) for _, c in q.conds]
+    where += [expr_sql(c, ref) for c in q.cross]
     terms = []
     for m in q.value:
         parts = ([] if m.coef == Const(1, "int") else [expr_sql(m.coef, ref)]) + [expr_sql(f, ref) for _, f in m.factors]

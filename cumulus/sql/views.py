@@ -168,7 +168,7 @@ class _ViewBuilder:
         names = tuple(v.var_names.items())
         if v.filter:  # conditions over several relations: every value times the filter factor
             value = tuple(product(list(v.filter), list(value)))
-        return Query(v.atoms, v.derived, v.conds, keys, value, names)
+        return Query(v.atoms, v.derived, v.conds, keys, value, names, v.cross)
 
     def use(self, keys: tuple[str, ...], value: tuple[Monomial, ...], hint: str) -> MapUse:
         name = f"{_ident(self.v.name)}_{hint}"
