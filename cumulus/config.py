@@ -98,6 +98,10 @@ class Settings:
     # relations it reads, estimated from base.* at the latest closed epoch
     # (cumulus/sql/estimate.py), unless it is forced (`view add --force`). 0: no bound.
     max_entries_per_base_row: float = 10.0
+    # A view whose SQL has no incremental form here is kept by full refresh (recomputed by
+    # Spark SQL over base.* at each close: cumulus/engine/refresh.py) under "allow"; under
+    # "refuse", `view add` refuses it with the construct that blocks it.
+    full_refresh: str = "allow"
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).
@@ -116,6 +120,8 @@ class Settings:
         if int(self.full_validation_every) < 1:
             raise ConfigError(f"full_validation_every must be at least 1 (every epoch), got {self.full_validation_every}")
         check_dialect(self.sql_dialect)
+        if self.full_refresh not in ("allow", "refuse"):
+            raise ConfigError(f"full_refresh must be allow or refuse, got {self.full_refresh!r}")
         if self.epoch_mode not in EPOCH_MODES:
             raise ConfigError(f"epoch_mode must be one of {', '.join(EPOCH_MODES)}, got {self.epoch_mode!r}")
         if not self.catalog_uri.startswith("jdbc:"):

@@ -14,9 +14,9 @@ from cumulus.output import FORMATS, render
 
 def cmd_view_add(args: argparse.Namespace) -> int:
     from cumulus.commands.inputs import read_text
-    from cumulus.engine.registry import M3, SQL
+    from cumulus.engine.registry import FULL, M3, SQL
 
-    kind = M3 if args.sql.endswith(".m3") or args.m3 else SQL
+    kind = M3 if args.sql.endswith(".m3") or args.m3 else FULL if args.refresh == "full" else SQL
     name = args.name.lower()
     text = read_text(args.sql)
     compiled = engine_for(args).add_view(name, text, kind, force=args.force)
@@ -28,6 +28,9 @@ def cmd_view_add(args: argparse.Namespace) -> int:
         return 0
     plan = compiled.views[name]
     print(f"view {plan.name}: registered; columns {', '.join(plan.column_names)}; reads maps {', '.join(plan.maps)}")
+    if plan.refresh == "full":
+        print(f"view {plan.name}: kept by full refresh (recomputed over base.* at each close; its fresh reads are the "
+              f"last close's): {plan.refresh_reason}")
     print(f"view {plan.name}: in SQL, views_stable.{plan.name} (the latest closed epoch) and views.{plan.name} (fresh)")
     return 0
 
@@ -56,8 +59,16 @@ def cmd_view_list(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     views = registered_views(pyiceberg_catalog(settings), settings)
-    rows = [(v.name, v.added_epoch, v.added_at, " ".join(v.sql.split())[:70]) for v in views]
-    sys.stdout.write(render(["view", "added_epoch", "added_at", "sql"], rows, args.format))
+    from cumulus.engine.registry import FULL, M3
+    from cumulus.sql.full import FullView
+
+    def mode(v) -> tuple[str, str]:
+        if v.kind == FULL:
+            return "full", FullView.from_json(v.name, v.sql, v.columns or "").reason
+        return ("program", "") if v.kind == M3 else ("incremental", "")
+
+    rows = [(v.name, *mode(v), v.added_epoch, v.added_at, " ".join(v.sql.split())[:70]) for v in views]
+    sys.stdout.write(render(["view", "refresh", "reason", "added_epoch", "added_at", "sql"], rows, args.format))
     return 0
 
 
@@ -140,6 +151,9 @@ def register(subparsers) -> None:
     add.add_argument("--m3", action="store_true", help="the input is a hand-written M3 program (implied by .m3)")
     add.add_argument("--force", action="store_true",
                      help="add it even when its maps' estimated entries per base row pass max_entries_per_base_row")
+    add.add_argument("--refresh", choices=("auto", "full"), default="auto",
+                     help="auto (default): incrementally where the SQL allows, else by full refresh at each close "
+                          "(unless full_refresh = \"refuse\"); full: always by full refresh")
     add.set_defaults(func=cmd_view_add)
     drop = sub.add_parser(
         "drop", help="drop a view: its catalog views and the maps no other view needs",

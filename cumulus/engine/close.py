@@ -40,6 +40,7 @@ from cumulus.engine.recompute import (
     recompute_maps,
     recompute_record,
 )
+from cumulus.engine.refresh import refresh_views, registered_full_views
 from cumulus.engine.repair import repair_epoch
 from cumulus.errors import NoSuchEpochError
 from cumulus.faults import fault_point
@@ -180,6 +181,11 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             save_record(spark, settings, rebuild)
             steps.metrics["recompute_rows"] = base_rows(spark, settings, plan)
             fault_point("close.after-recompute")
+        fulls = registered_full_views(spark, settings)
+        if fulls:  # the views kept by full refresh, over base.* as folded
+            with steps("refresh"):
+                refresh_views(spark, settings, plan.checked.schema, fulls, epoch, settings.sql_dialect)
+            fault_point("close.after-refresh")
         with steps("compact_maps"):
             compacted = compact_maps(spark, settings, epoch, when_due=True)
         maps = maps_table(settings)

@@ -29,10 +29,11 @@ VIEWS_COLUMNS = (
     ("position", "INT"),
     ("added_epoch", "BIGINT"),
     ("added_at", "TIMESTAMP"),
+    ("columns", "STRING"),  # a view kept by full refresh: its columns, order and reason (sql.full.FullView, JSON)
 )
 
 
-SQL, M3 = "sql", "m3"
+SQL, M3, FULL = "sql", "m3", "full"  # FULL: SQL kept by full refresh (cumulus/sql/full.py)
 DROPPED = "dropped"  # the kind of the row `view drop` appends: the view of that name is gone
 
 
@@ -44,6 +45,7 @@ class RegisteredView:
     position: int
     added_epoch: int
     added_at: dt.datetime | None
+    columns: str | None = None  # FULL: sql.full.FullView's JSON
 
 
 def views_table(settings: Settings) -> str:
@@ -112,24 +114,32 @@ def compile_all(
     own maps; and the maps of each program. Dropped views are compiled so that every map
     keeps its name (map names come from the view that first needed them, and old epochs'
     tags hold the maps under those names)."""
-    compiled, programs = _compiled(schema, tuple((v.name, v.sql, v.kind) for v in rows if v.kind != DROPPED), dialect)
+    compiled, programs = _compiled(
+        schema, tuple((v.name, v.sql, v.kind, v.columns or "") for v in rows if v.kind != DROPPED), dialect)
     return compiled, dict(programs)
 
 
 @functools.lru_cache(maxsize=4)
 def _compiled(
-    schema: Schema, views: tuple[tuple[str, str, str], ...], dialect: str,
+    schema: Schema, views: tuple[tuple[str, str, str, str], ...], dialect: str,
 ) -> tuple[Compilation, dict[str, set[str]]]:
-    """compile_all's work for the views (name, text, kind), kept for the last few
+    """compile_all's work for the views (name, text, kind, columns), kept for the last few
     registries a process saw: a Compilation is immutable, and `view add` compiles the
-    registry before and after the view (the one before: the last add's after)."""
-    compiled = compile_views(schema, [(name, text) for name, text, kind in views if kind == SQL], dialect)
-    programs: dict[str, set[str]] = {}  # program -> its maps
-    for name, text, kind in views:
+    registry before and after the view (the one before: the last add's after). A view
+    kept by full refresh adds its rows map and its read plan (sql.full)."""
+    from cumulus.sql.full import FullView, with_full_view
+
+    compiled = compile_views(schema, [(name, text) for name, text, kind, _ in views if kind == SQL], dialect)
+    programs: dict[str, set[str]] = {}  # program (or full view) -> its maps
+    for name, text, kind, columns in views:
         if kind == M3:
             before = set(compiled.checked.maps)
             compiled = with_program(compiled, name, text)
             programs[name] = set(compiled.checked.maps) - before
+        elif kind == FULL:
+            full = FullView.from_json(name, text, columns)
+            compiled = with_full_view(compiled, full)
+            programs[name] = {full.map_name}
     return compiled, programs
 
 

@@ -27,8 +27,10 @@ from cumulus.engine.apply import (
 from cumulus.engine.evaluate import BatchPlan, restricted
 from cumulus.engine.publish import create_catalog_views, move_stable
 from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
+from cumulus.engine.refresh import full_view, refresh_views
 from cumulus.engine.registry import (
     DROPPED,
+    FULL,
     M3,
     SQL,
     RegisteredView,
@@ -47,6 +49,7 @@ from cumulus.engine.registry import (
 )
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
+from cumulus.sql.full import FullView
 from cumulus.sql.sqltext import spark_literal
 from cumulus.sql.views import Compilation
 from cumulus.store.ledger import (
@@ -110,10 +113,18 @@ def add_view(
                 f"a view named {name} was dropped; its name stays reserved (map names come from view names, "
                 "and the tags of older epochs hold its maps under them): register it under another name"
             )
-        if kind not in (SQL, M3):
-            raise ViewError(f"unknown view kind {kind!r} (sql or m3)")
+        if kind not in (SQL, M3, FULL):
+            raise ViewError(f"unknown view kind {kind!r} (sql, full or m3)")
         new = RegisteredView(name, sql, kind, len(rows), 0, None)
-        compiled = compile_registered(schema, rows + [new], settings.sql_dialect)  # refuses unsupported SQL here
+        if kind == SQL:
+            reason = incremental_refusal(schema, rows, new, settings)  # raises when full refresh is refused
+            if reason is not None:
+                new = replace(new, kind=FULL, columns=full_view(
+                    spark, settings, schema, name, sql, reason, settings.sql_dialect).to_json())
+        elif kind == FULL:
+            new = replace(new, columns=full_view(spark, settings, schema, name, sql, "asked: view add --refresh full",
+                                                 settings.sql_dialect).to_json())
+        compiled = compile_registered(schema, rows + [new], settings.sql_dialect)
         before = compile_registered(schema, rows, settings.sql_dialect).checked.maps if rows else {}
         epoch = current_epoch(spark, settings)
         check_in_order(ledger_rows(spark, settings), epoch, f"view {name} cannot be added yet", settings)
@@ -136,7 +147,12 @@ def add_view(
         # Before the first close base.* is empty (a fold commits only inside a close,
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
-            written = backfill(spark, settings, plan, added, name, closed)
+            if new.kind == FULL:
+                full = FullView.from_json(name, sql, new.columns or "")
+                written = refresh_views(spark, settings, schema, [full], closed, settings.sql_dialect,
+                                        batch_id=f"backfill-{name}", tag=tag_name(closed))
+            else:
+                written = backfill(spark, settings, plan, added, name, closed)
             log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), written, closed)
         if closed is not None:
             # The closed epoch's tag and ledger row now name the snapshot with the back-fill.
@@ -175,6 +191,25 @@ def check_state(spark: SparkSession, settings: Settings, compiled: Compilation, 
             f"relations it reads (more than max_entries_per_base_row = {bound:g}); the largest, "
             f"{top.name}[{', '.join(top.keys)}], about {top.entries:,}. See `cumulus explain --from-home`; add it anyway "
             "with `cumulus view add --force`, or raise the bound in cumulus.toml")
+
+
+def incremental_refusal(schema: Schema, rows: list[RegisteredView], new: RegisteredView,
+                        settings: Settings) -> str | None:
+    """Why the view's SQL cannot be kept incrementally (the compiler's refusal, one line:
+    the construct and its position), or None when it can. With `full_refresh = "refuse"`
+    in cumulus.toml the refusal is raised instead of the view going to full refresh."""
+    from cumulus.errors import UnsupportedSQLError
+
+    try:
+        compile_registered(schema, rows + [new], settings.sql_dialect)
+    except UnsupportedSQLError as exc:
+        reason = str(exc).splitlines()[0]
+        if settings.full_refresh == "refuse":
+            raise ViewError(f"view {new.name}: {reason} (full_refresh = \"refuse\" in cumulus.toml: no full refresh)") \
+                from None
+        log.info("view %s: kept by full refresh: %s", new.name, reason)
+        return reason
+    return None
 
 
 @dataclass(frozen=True)

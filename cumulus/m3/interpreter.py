@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -82,7 +83,18 @@ def _quick(op: str, fn: Callable):
     return quick
 
 
+def divide(a, b):
+    """M3's `/`: a double quotient, as DuckDB's (x / 0 is +-inf, 0 / 0 NaN); NULL in, NULL out."""
+    if a is None or b is None:
+        return None
+    a, b = float(a), float(b)
+    if b == 0:
+        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a)
+    return a / b
+
+
 _ARITH = {op: _quick(op, fn) for op, fn in (("+", operator.add), ("-", operator.sub), ("*", operator.mul))}
+_ARITH["/"] = divide
 _add, _mul = _ARITH["+"], _ARITH["*"]
 
 

@@ -67,7 +67,7 @@ _TOKEN = re.compile(
   | (?P<number>\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+(?:[eE][+-]?\d+)?)
   | (?P<string>'(?:[^']|'')*')
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>\+=|<>|!=|<=|>=|[-+*=<>(){}\[\],;:])
+  | (?P<op>\+=|<>|!=|<=|>=|[-+*/=<>(){}\[\],;:])
     """,
     re.VERBOSE,
 )
@@ -230,9 +230,9 @@ class _Parser:
 
     def term(self) -> Expr:
         left = self.unary()
-        while self.at("op", "*"):
+        while self.at("op", "*") or self.at("op", "/"):
             op = self.accept("op")
-            left = BinOp("*", left, self.unary(), op.pos)
+            left = BinOp(op.text, left, self.unary(), op.pos)
         return left
 
     def unary(self) -> Expr:
@@ -338,7 +338,7 @@ class _Parser:
             try:
                 inner = self.cond()
                 self.expect("op", ")")
-                if not self.at("op") or self.tok.text not in COMPARISONS + ("+", "-", "*"):
+                if not self.at("op") or self.tok.text not in COMPARISONS + ("+", "-", "*", "/"):
                     return inner
             except M3SyntaxError:
                 pass

@@ -33,7 +33,7 @@ from cumulus.schema import BOOL, DATE, DECIMAL, FLOAT, STRING
 _TYPE_NAMES = {"int": "INT", "decimal": "DECIMAL", "float": "FLOAT", "string": "STRING", "date": "DATE", "bool": "BOOL"}
 
 # Precedence: higher binds tighter.
-_PREC = {"+": 1, "-": 1, "*": 2}
+_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
 
 
 def format_const(c: Const) -> str:

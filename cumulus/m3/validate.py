@@ -126,6 +126,8 @@ class _Checker:
             lt, rt = self.type_of(e.left, env), self.type_of(e.right, env)
             self.need_numeric(lt, e.left, f"'{e.op}'")
             self.need_numeric(rt, e.right, f"'{e.op}'")
+            if e.op == "/":  # a quotient is a double (SQL's in DuckDB; exact decimals could not hold it)
+                return "float"
             return promote(lt, rt) if lt and rt else None
         if isinstance(e, Call):
             arg_types, result = FUNCTIONS[e.func]

@@ -64,6 +64,10 @@ class Query:
     keys: tuple[str, ...]
     value: tuple[Monomial, ...]
     names: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # var -> readable name
+    # Conditions over the columns of several atoms other than equalities (r.a < s.b): the
+    # value counts only where they hold. A delta tests them in its statement, over the
+    # event's values and the keys of the maps it reads (to_m3.DeltaCompiler).
+    cross: tuple[Cond, ...] = ()
 
     def atom_vars(self, i: int) -> set[str]:
         """Every variable atom i defines: its columns and its derived variables."""
@@ -138,6 +142,8 @@ def _signature(q: Query, order: tuple[int, ...]) -> tuple[str, tuple[str, ...]]:
         for m in q.value
     )
     parts.append("value " + " + ".join(monos))
+    if q.cross:
+        parts.append("cross " + " & ".join(sorted(_text(rename(c, mapping)) for c in q.cross)))
     return " ; ".join(parts), keys
 
 
@@ -159,10 +165,12 @@ def canonical(q: Query) -> tuple[str, tuple[str, ...]]:
 
 
 def restrict(q: Query, atoms: list[int], keys: tuple[str, ...], value: tuple[Monomial, ...]) -> Query:
-    """The sub-query over a subset of the atoms (indexes renumbered)."""
+    """The sub-query over a subset of the atoms (indexes renumbered), without the cross
+    conditions (a delta tests those in its statement)."""
     index = {old: new for new, old in enumerate(atoms)}
     return replace(
         q,
+        cross=(),
         atoms=tuple(q.atoms[i] for i in atoms),
         derived=tuple(replace(d, atom=index[d.atom]) for d in q.derived if d.atom in index),
         conds=tuple((index[i], c) for i, c in q.conds if i in index),

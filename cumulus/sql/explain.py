@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cumulus.config import DEFAULT_DIALECT
-from cumulus.errors import PositionedError
+from cumulus.errors import PositionedError, UnsupportedSQLError
 from cumulus.schema import Schema
 from cumulus.sql import readtime
 from cumulus.sql.estimate import Statistics, describe, estimate
@@ -43,8 +43,12 @@ def explain(schema: Schema, views: Sequence[tuple[str, str]], dialect: str = DEF
     for name, _ in views:
         if name in refused:
             blocks = "".join(f"  {_indent(str(e))}\n" for e in refused[name])
-            parts.append(f"view {name}: refused ({len(refused[name])} construct(s) outside the supported SQL), "
-                         f"nothing is maintained\n{blocks}")
+            if all(isinstance(e, UnsupportedSQLError) for e in refused[name]):
+                parts.append(f"view {name}: not incremental ({len(refused[name])} construct(s) outside the incremental "
+                             "SQL); `view add` keeps it by full refresh (recomputed over base.* at each close) unless "
+                             f"full_refresh = \"refuse\"\n{blocks}")
+            else:
+                parts.append(f"view {name}: refused ({len(refused[name])} error(s)), nothing is maintained\n{blocks}")
         else:
             assert compiled is not None
             text = _explain_view(compiled, compiled.views[name])
@@ -74,8 +78,12 @@ def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
     BY, LIMIT/OFFSET, and the views kept for its subqueries, each line indented."""
     out: list[str] = []
     groups = [c.name for c in plan.columns if c.kind == "group"]
-    out.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
-                 if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
+    if plan.bag:
+        out.append(f"  rows (a SELECT without aggregates, as a bag): each ({', '.join(groups)}) as many times as its "
+                   f"count in {plan.count.map}")
+    else:
+        out.append(f"  groups: {', '.join(groups)}; a group is a row while its count in {plan.count.map} is not zero"
+                   if groups else f"  one row (no GROUP BY); its count is {plan.count.map}")
     for text in plan.filter_text:
         out.append(f"  after the join: {text}, as a filter factor ({plan.filter_terms} products of "
                      "single-relation conditions) in every map's value")

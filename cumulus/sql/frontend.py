@@ -66,11 +66,15 @@ from cumulus.sql.readtime import Finish
 from cumulus.sql.rewrite import (
     AGGREGATES,
     CMP,
+    construct,
+    expand_stars,
     has_aggregate,
     hoisted,
     ident_stem,
     inside,
     merge_from_subqueries,
+    natural_and_using,
+    plain_rows,
 )
 from cumulus.sql.subqueries import SubqueryBinder, read_time_subqueries
 
@@ -94,6 +98,8 @@ class BoundView:
     filter: tuple[Monomial, ...] = ()  # the filter factor of conditions over several relations (() = 1)
     filter_text: tuple[str, ...] = ()  # those conditions as written
     subviews: tuple[tuple[str, BoundView], ...] = ()  # uncorrelated subqueries, views of their own
+    bag: bool = False  # a SELECT without aggregates: each group's row occurs its count times
+    cross: tuple[Cond, ...] = ()  # comparisons across relations other than equalities (theta joins)
 
 
 class _Binder(SelectBinder, SubqueryBinder):
@@ -219,6 +225,10 @@ class _Binder(SelectBinder, SubqueryBinder):
     def bind(self, select: exp.Select | None = None) -> BoundView:
         """The view (or, given, a subquery of it: positions stay the view's)."""
         select = self.parse() if select is None else merge_from_subqueries(select)
+        columns_of = self.columns_of
+        self.merged = natural_and_using(select, columns_of)
+        expand_stars(select, columns_of, self.merged)
+        self.bag = plain_rows(select)
         self.subviews: list[tuple[str, BoundView]] = []
         self.semijoins: list[exp.In] = []
         for refusal in self.clause_refusals(select):
@@ -245,6 +255,8 @@ class _Binder(SelectBinder, SubqueryBinder):
             tuple(self.filter) if self.filter != [Monomial(one(), ())] else (),
             tuple(self.filter_text),
             tuple(self.subviews),
+            self.bag,
+            tuple(self.cross),
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
@@ -281,6 +293,9 @@ class _Binder(SelectBinder, SubqueryBinder):
             yield self.refuse_kw("QUALIFY is not supported", "QUALIFY")
         if not select.args.get("from"):
             yield UnsupportedSQLError("a view needs a FROM clause naming its relations")
+
+    def columns_of(self, relation: str | None) -> tuple[str, ...]:
+        return self.schema.relation(relation).column_names if relation and relation in self.schema else ()
 
     # -- FROM and joins
     def bind_from(self, select: exp.Select) -> None:
@@ -351,7 +366,7 @@ class _Binder(SelectBinder, SubqueryBinder):
         owners = [a for a, rel in self.from_ if name in self.schema.relation(rel).column_names]
         if not owners:
             raise self.bind_error(f"no relation in FROM has a column {name}", col)
-        if len(owners) > 1:
+        if len(owners) > 1 and name not in getattr(self, "merged", ()):  # NATURAL / USING merged it
             raise self.bind_error(f"column {name} is ambiguous (in {', '.join(owners)}); qualify it", col)
         return owners[0], name
 
@@ -452,6 +467,7 @@ class _Binder(SelectBinder, SubqueryBinder):
         treatment of a condition it cannot push into one relation)."""
         self.filter: list[Monomial] = [Monomial(one(), ())]
         self.filter_text: list[str] = []
+        self.cross: list[Cond] = []
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
                 continue
@@ -460,10 +476,11 @@ class _Binder(SelectBinder, SubqueryBinder):
                 continue
             aliases = self.aliases_in(c)
             if len(aliases) > 1:
-                if isinstance(c, _tuple(CMP)) and not isinstance(c, exp.EQ):
-                    raise self.refuse(
-                        f"join on an inequality ({self.text_of(c)}) is not supported; joins must be equalities", c
-                    )
+                if isinstance(c, _tuple(CMP) + (exp.Between,)) and not isinstance(c, exp.EQ):
+                    # a join on an inequality or a range (r.a < s.b): tested by each delta's
+                    # statement over the event's values and the keys of the maps it reads
+                    self.cross.append(self.condition(c))
+                    continue
                 self.filter = product(self.filter, monomials(self.cond_poly(self.condition(c), c)))
                 self.filter_text.append(self.text_of(c))
                 continue
@@ -547,7 +564,7 @@ class _Binder(SelectBinder, SubqueryBinder):
             return Like(operand, pattern.this)
         if isinstance(e, (exp.ILike, exp.Escape, exp.SimilarTo, exp.RegexpLike)):
             raise self.refuse(f"{self.text_of(e)} ({e.key.upper()}) is not supported; LIKE is", e)
-        raise self.refuse(f"unsupported condition {self.text_of(e)} ({e.key.upper()})", e)
+        raise self.refuse(f"unsupported condition {self.text_of(e)} ({construct(e)})", e)
 
     def compare(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Cmp:
         """left op right, type-checked here so that a mistake names the view, line and column."""
@@ -625,10 +642,17 @@ class _Binder(SelectBinder, SubqueryBinder):
             if isinstance(left, Const) and isinstance(right, Const) and left.type in numbers and right.type in numbers:
                 return _folded(op, left, right)  # .06 - 0.01 is the constant 0.05, as in DuckDB
             return BinOp(op, left, right)
-        if isinstance(e, (exp.Div, exp.IntDiv, exp.Mod)):
+        if isinstance(e, exp.Div):  # a double, as in DuckDB (x / 0 is +-inf, 0 / 0 NaN)
+            left, right = self.scalar(e.this), self.scalar(e.expression)
+            for side, x in ((e.this, left), (e.expression, right)):
+                if self.m3_type(x)[0] not in (INT, DECIMAL, FLOAT, None):
+                    raise self.bind_error(f"'/' needs numbers; {self.text_of(side)} is "
+                                          f"{self.m3_type(x)[0].upper()}", e)  # type: ignore[union-attr]
+            return BinOp("/", left, right)
+        if isinstance(e, (exp.IntDiv, exp.Mod)):
             raise self.refuse(
-                f"division and modulo are not supported ({self.text_of(e)}): results could not be kept exact", e
-            )
+                f"{'DIV' if isinstance(e, exp.IntDiv) else 'modulo'} is not supported ({self.text_of(e)}): engines "
+                "round its negative operands differently; divide with '/' (a double)", e)
         if isinstance(e, exp.Cast):
             return self.cast(e)
         if isinstance(e, exp.Extract):
@@ -638,19 +662,35 @@ class _Binder(SelectBinder, SubqueryBinder):
             return Call(_EXTRACT[part], (self.scalar(e.expression),))
         if isinstance(e, (exp.Year, exp.Month, exp.Day)):
             return Call(type(e).__name__.upper(), (self.scalar(e.this),))
-        if isinstance(e, exp.Case):
-            if e.this is not None:
-                raise self.refuse("CASE x WHEN ... is not supported; write CASE WHEN x = ... THEN", e, "CASE")
+        if isinstance(e, exp.Case):  # CASE x WHEN v THEN ... is CASE WHEN x = v THEN ...
+            subject = self.scalar(e.this) if e.this is not None else None
             default = e.args.get("default")
             out: Expr = self.scalar(default) if default is not None else Const(None, NULL)
             for branch in reversed(e.args["ifs"]):
-                out = If(self.condition(branch.this), self.scalar(branch.args["true"]), out)
+                test = self.condition(branch.this) if subject is None else \
+                    self.compare("=", subject, self.scalar(branch.this), branch)
+                out = If(test, self.scalar(branch.args["true"]), out)
             return out
+        if isinstance(e, (exp.Greatest, exp.Least)):  # NULLs are skipped (Spark, DuckDB, PostgreSQL)
+            op = ">=" if isinstance(e, exp.Greatest) else "<="
+            items = [self.scalar(x) for x in [e.this, *e.expressions]]
+            out = items[0]
+            for x in items[1:]:
+                out = If(IsNull(out), x, If(IsNull(x), out, If(self.compare(op, out, x, e), out, x)))
+            return out
+        if isinstance(e, exp.Anonymous) and e.name.lower() in ("date_part", "datepart") and len(e.expressions) == 2:
+            part = e.expressions[0]
+            unit = part.name.upper() if isinstance(part, (exp.Literal, exp.Var, exp.Column)) else ""
+            if unit not in _EXTRACT:
+                raise self.refuse(f"DATE_PART({self.text_of(part)}, ...) is not supported (year, month, day are)", e)
+            return Call(_EXTRACT[unit], (self.scalar(e.expressions[1]),))
+        if isinstance(e, exp.Anonymous):
+            raise self.refuse(f"the function {e.name.upper()} is not supported ({self.text_of(e)})", e)
         if isinstance(e, AGGREGATES):
             raise self.refuse(f"an aggregate cannot stand inside another expression here ({self.text_of(e)})", e)
         if isinstance(e, exp.Interval):
             raise self.refuse(f"INTERVAL arithmetic is not supported ({self.text_of(e)})", e, "INTERVAL")
-        raise self.refuse(f"unsupported expression {self.text_of(e)} ({e.key.upper()})", e)
+        raise self.refuse(f"unsupported expression {self.text_of(e)} ({construct(e)})", e)
 
     def cast(self, e: exp.Cast) -> Expr:
         """CAST(x AS t) where every engine gives the same value: to DOUBLE, to an integer
@@ -693,6 +733,8 @@ class _Binder(SelectBinder, SubqueryBinder):
             return None, 0
         if isinstance(x, Call):
             return FUNCTIONS[x.func][1], 0
+        if isinstance(x, BinOp) and x.op == "/":
+            return FLOAT, 0
         parts = [self.m3_type(c) for c in ((x.then, x.else_) if isinstance(x, If) else x.children())]
         kinds = [k for k, _ in parts if k is not None]
         kind = kinds[0] if kinds else None
@@ -739,6 +781,8 @@ class _Binder(SelectBinder, SubqueryBinder):
                 g = item.this if isinstance(item, exp.Alias) else item
             elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases and not self._is_column(g):
                 g = aliases[g.name.lower()]
+            while isinstance(g, exp.Paren):  # GROUP BY (a + 1) is GROUP BY a + 1
+                g = g.this
             if any(isinstance(n, AGGREGATES) for n in g.walk()):
                 raise self.refuse(f"GROUP BY cannot hold an aggregate ({self.text_of(g)})", g)
             hint = next(

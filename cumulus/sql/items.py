@@ -30,7 +30,7 @@ from cumulus.sql.readtime import (
     SubValue,
     ToDouble,
 )
-from cumulus.sql.rewrite import AGGREGATES, CMP, has_aggregate
+from cumulus.sql.rewrite import AGGREGATES, CMP, construct, has_aggregate
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class SelectBinder:
                 out = item if out is None else Logic("OR", out, item)
             return out  # type: ignore[return-value]
         raise self.refuse(
-            f"{self.text_of(e)} ({e.key.upper()}) is not supported over aggregates (read time: arithmetic, "
+            f"{self.text_of(e)} ({construct(e)}) is not supported over aggregates (read time: arithmetic, "
             "CASE, NULLIF, COALESCE, comparisons, AND/OR/NOT)", e)
 
     def hidden_name(self, stem: str) -> str:

@@ -123,13 +123,16 @@ class _Builder:
 
     def groups_cte(self) -> None:
         plan = self.plan
-        if not plan.group:
+        if not plan.group and not plan.bag:
             self.ctes[f"{self.prefix}groups"] = "SELECT 1 AS `__one`"  # one row, even over nothing
             return
         source = self.map_cte(plan.count.map)
         cols = dict((var, col) for col, var in self.key_columns(plan.count))
-        select = ", ".join(f"{quote(cols[g])} AS {quote(g)}" for g in plan.group)
-        self.ctes[f"{self.prefix}groups"] = f"SELECT {select}\n    FROM {source}\n    WHERE `value` > 0"
+        select = ", ".join(f"{quote(cols[g])} AS {quote(g)}" for g in plan.group) or "1 AS `__one`"
+        body = f"SELECT {select}\n    FROM {source}"
+        if plan.bag:  # a SELECT without aggregates: each row as many times as its count
+            body += "\n    LATERAL VIEW explode(sequence(1, CAST(`value` AS INT))) `__rows` AS `__row`"
+        self.ctes[f"{self.prefix}groups"] = f"{body}\n    WHERE `value` > 0"
 
     # -- joins onto groups
     def entry(self, use: MapUse) -> str:

@@ -120,3 +120,103 @@ def hoisted(c: exp.Expression) -> list[exp.Expression]:
 def ident_stem(alias: str) -> str:
     """A variable stem from a SELECT alias: letters, digits and underscores."""
     return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
+
+
+def construct(e: exp.Expression) -> str:
+    """What a node is, in the user's words: a function's own name (sqlglot calls the
+    ones it does not know ANONYMOUS), else the node's kind."""
+    return f"the function {e.name.upper()}" if isinstance(e, exp.Anonymous) else e.key.upper()
+
+
+def relations_in_from(select: exp.Select) -> list[tuple[str, str]]:
+    """(alias, relation name) of the FROM clause's tables, in order (subqueries skipped)."""
+    holders = ([select.args["from"]] if select.args.get("from") else []) + list(select.args.get("joins") or [])
+    return [((h.this.alias_or_name or h.this.name).lower(), h.this.name.lower())
+            for h in holders if isinstance(h.this, exp.Table) and h.this.name]
+
+
+def expand_stars(select: exp.Select, columns_of, merged: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """`*` and `alias.*` in the SELECT list as the columns they stand for, each named by
+    its column (a name taken twice gets a suffix: b, b_2, as a result needs distinct
+    names; a column NATURAL JOIN or USING merged (`merged`) comes once, from its first
+    relation). `columns_of(relation)`: its column names. In place."""
+    sources = relations_in_from(select)
+    items: list[exp.Expression] = []
+    for item in select.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star):
+            seen: set[str] = set()
+            for alias, rel in sources:
+                for c in columns_of(rel):
+                    if c in merged and c in seen:
+                        continue
+                    seen.add(c)
+                    items.append(exp.column(c, table=alias))
+        elif isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+            alias = node.table.lower()
+            rel = next((r for a, r in sources if a == alias), None)
+            items += [exp.column(c, table=alias) for c in columns_of(rel)] if rel else [item]
+        else:
+            items.append(item)
+    if len(items) == len(select.expressions) and all(a is b for a, b in zip(items, select.expressions, strict=True)):
+        return
+    taken: dict[str, int] = {}
+    named = []
+    for item in items:
+        name = (item.alias if isinstance(item, exp.Alias) else item.output_name).lower()
+        taken[name] = taken.get(name, 0) + 1
+        if taken[name] > 1 and not isinstance(item, exp.Alias):
+            item = exp.alias_(item, f"{name}_{taken[name]}")
+        named.append(item)
+    select.set("expressions", named)
+
+
+def plain_rows(select: exp.Select) -> bool:
+    """A SELECT without aggregates or GROUP BY keeps rows, not groups: its items become its
+    GROUP BY, and a group's count says how many times its row occurs (a bag), unless
+    DISTINCT asks for each row once. Returns whether the view is such a bag; rewrites
+    the tree in place (GROUP BY added, DISTINCT taken off)."""
+    clauses = [select.args.get(k) for k in ("having", "order")]
+    if select.args.get("group") or any(has_aggregate(e) for e in [*select.expressions, *filter(None, clauses)]):
+        return False
+    if any(isinstance(n, (exp.Subquery, exp.Select)) and n is not select for i in select.expressions for n in i.walk()):
+        return False  # a scalar subquery in SELECT: refused (or kept) as before
+    keys = [(i.this if isinstance(i, exp.Alias) else i).copy() for i in select.expressions]
+    keys = [k for k in keys if not (isinstance(k, exp.Literal) or isinstance(k, exp.Null))]
+    bag = not select.args.get("distinct")
+    select.set("distinct", None)
+    if keys:
+        select.set("group", exp.Group(expressions=keys))
+    return bag
+
+
+def natural_and_using(select: exp.Select, columns_of) -> set[str]:
+    """NATURAL JOIN and JOIN ... USING (c, ...) as JOIN ... ON equalities of those columns
+    (NATURAL: every column the joined relation shares with one before it). Returns the
+    names so merged: an unqualified reference to one is no longer ambiguous. In place."""
+    merged: set[str] = set()
+    before = relations_in_from(select)[:1]
+    for join in select.args.get("joins") or []:
+        if not isinstance(join.this, exp.Table):
+            continue
+        alias, rel = (join.this.alias_or_name or join.this.name).lower(), join.this.name.lower()
+        method = (join.args.get("method") or "").upper()
+        names: list[str] = []
+        if join.args.get("using"):
+            names = [i.name.lower() for i in join.args["using"]]
+            join.set("using", None)
+        elif method == "NATURAL":
+            names = [c for c in columns_of(rel) if any(c in columns_of(r) for _, r in before)]
+            join.set("method", None)
+        eqs = []
+        for name in names:
+            left = next((a for a, r in before if name in columns_of(r)), None)
+            if left is not None:
+                eqs.append(exp.EQ(this=exp.column(name, table=left), expression=exp.column(name, table=alias)))
+        if eqs:
+            cond = functools.reduce(lambda a, b: exp.And(this=a, expression=b), eqs)
+            on = join.args.get("on")
+            join.set("on", cond if on is None else exp.And(this=on, expression=cond))
+            merged.update(names)
+        before.append((alias, rel))
+    return merged

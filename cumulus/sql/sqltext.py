@@ -30,6 +30,8 @@ def expr_sql(e: Expr, ref, exact: bool = False) -> str:
         if exact:
             return spark_literal(e)
         return "NULL" if e.value is None else format_const(e).replace("e0", "")
+    if isinstance(e, BinOp) and e.op == "/" and exact:
+        return quotient_sql(sql(e.left), sql(e.right))
     if isinstance(e, BinOp):
         return f"({sql(e.left)} {e.op} {sql(e.right)})"
     if isinstance(e, Neg):
@@ -58,6 +60,15 @@ def expr_sql(e: Expr, ref, exact: bool = False) -> str:
     if isinstance(e, Or):
         return f"({sql(e.left)} OR {sql(e.right)})"
     raise TypeError(f"no SQL for {e!r}")
+
+
+def quotient_sql(a: str, b: str) -> str:
+    """M3's `/` in Spark SQL: a double, +-inf for a zero divisor and NaN for 0 / 0 (as
+    DuckDB and the interpreter; Spark's own would be NULL)."""
+    x, y = f"CAST({a} AS DOUBLE)", f"CAST({b} AS DOUBLE)"
+    return (f"(CASE WHEN {y} = 0 THEN CASE WHEN {x} > 0 THEN CAST('Infinity' AS DOUBLE) "
+            f"WHEN {x} < 0 THEN CAST('-Infinity' AS DOUBLE) WHEN {x} = 0 OR isnan({x}) THEN CAST('NaN' AS DOUBLE) END "
+            f"ELSE {x} / {y} END)")
 
 
 def spark_literal(c: Const) -> str:
@@ -106,6 +117,7 @@ def query_sql(q: Query, schema: Schema) -> str:
     where = [f"{cols[0]} = {c}" for cols in columns.values() for c in cols[1:]]
     where += [f"{expr_sql(d.expr, ref)} = {columns[d.var][0]}" for d in q.derived if d.var in columns]
     where += [expr_sql(c, ref) for _, c in q.conds]
+    where += [expr_sql(c, ref) for c in q.cross]
     terms = []
     for m in q.value:
         parts = ([] if m.coef == Const(1, "int") else [expr_sql(m.coef, ref)]) + [expr_sql(f, ref) for _, f in m.factors]

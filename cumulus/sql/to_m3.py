@@ -28,6 +28,7 @@ from cumulus.m3.ast import (
     Statement,
     Var,
     product,
+    variables,
 )
 from cumulus.schema import INT, Schema
 from cumulus.sql.calculus import Monomial, Query, canonical, one, rename, restrict
@@ -160,9 +161,14 @@ class DeltaCompiler:
             if d.atom in bound_atoms:
                 bind(d.var, rename(d.expr, binding))
         tests.extend(rename(c, binding) for i, c in q.conds if i in bound_atoms)  # type: ignore[misc]
+        # A cross condition over bound variables only is a test of the event; any other is
+        # tested in the statement, its unbound variables keys of the maps holding them.
+        tests.extend(rename(c, binding) for c in q.cross if variables(c) <= set(binding))  # type: ignore[misc]
+        open_cross = [c for c in q.cross if not variables(c) <= set(binding)]
+        extra = set().union(*(variables(c) for c in open_cross)) - set(binding)
 
         rest = [i for i in range(len(q.atoms)) if i not in bound_atoms]
-        pieces, cut = factorize(q, rest, set(binding))
+        pieces, cut = factorize(q, rest, set(binding), extra)
         loop = _loop_names(q, names, binding, cut)
         statements = []
         for mono in q.value:
@@ -186,6 +192,8 @@ class DeltaCompiler:
                 lookups.append((MapRef(sub_name, tuple(binding[k] if k in binding else Var(loop[k]) for k in order)),
                                 order))
             factors.extend(_join_order(q, lookups, set(binding)))
+            env = {v: (binding[v] if v in binding else Var(loop[v])) for c in open_cross for v in variables(c)}
+            factors.extend(If(rename(c, env), one(), Const(0, INT)) for c in open_cross)
             target = MapRef(name, tuple(binding[k] if k in binding else Var(loop[k]) for k in q.keys))
             statements.append(Statement(target, product(factors)))
         return statements, tuple(joins)
@@ -211,7 +219,7 @@ def _ordered_vars(q: Query, atoms: list[int]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def factorize(q: Query, atoms: list[int], bound: set[str]) -> tuple[list[list[int]], set[str]]:
+def factorize(q: Query, atoms: list[int], bound: set[str], extra: set[str] = frozenset()) -> tuple[list[list[int]], set[str]]:  # type: ignore[assignment]
     """The atoms a delta leaves (`bound`: the variables the event binds) as the pieces to
     materialize, each a map, and the variables cut between pieces (loop variables the
     statement sums over, keys of every piece that holds them).
@@ -226,8 +234,10 @@ def factorize(q: Query, atoms: list[int], bound: set[str]) -> tuple[list[list[in
     over N and S, where one map of the component would pair every customer with every
     line item of its nation. A cycle that no one variable cuts (a triangle) is split into
     its atoms. DBToaster reaches Q5's linear maps only by declaring NATION and REGION
-    static tables (its `_T_` decomposition); this rule needs no declaration."""
-    cut: set[str] = set()
+    static tables (its `_T_` decomposition); this rule needs no declaration. `extra`:
+    variables that must be keys of the pieces holding them (a cross condition's, tested
+    in the statement), cut from the start."""
+    cut: set[str] = set(extra)
 
     def keys(piece: list[int]) -> set[str]:
         return set().union(*(q.atom_vars(i) for i in piece)) & (bound | set(q.keys) | cut)

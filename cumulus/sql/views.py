@@ -63,6 +63,9 @@ class ViewPlan:
     filter_text: tuple[str, ...] = ()  # conditions over several relations, kept as a filter factor
     filter_terms: int = 0  # the factor's single-relation terms
     subviews: tuple[ViewPlan, ...] = ()  # uncorrelated subqueries, maintained as views of their own
+    bag: bool = False  # a SELECT without aggregates: each group's row occurs its count times (its rows as a bag)
+    refresh: str = "incremental"  # or "full": recomputed at each close (cumulus/sql/full.py)
+    refresh_reason: str = ""  # why `full`: the construct that has no incremental form here, or "asked"
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -165,7 +168,7 @@ class _ViewBuilder:
         names = tuple(v.var_names.items())
         if v.filter:  # conditions over several relations: every value times the filter factor
             value = tuple(product(list(v.filter), list(value)))
-        return Query(v.atoms, v.derived, v.conds, keys, value, names)
+        return Query(v.atoms, v.derived, v.conds, keys, value, names, v.cross)
 
     def use(self, keys: tuple[str, ...], value: tuple[Monomial, ...], hint: str) -> MapUse:
         name = f"{_ident(self.v.name)}_{hint}"
@@ -197,7 +200,7 @@ class _ViewBuilder:
             columns.append(replace(col, hidden=out.hidden))
         subviews = tuple(_ViewBuilder(self.c, sub).build() for _, sub in v.subviews)
         plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
-                        filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews)
+                        filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews, bag=v.bag)
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)
@@ -345,7 +348,7 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
     for key, n in counts.items():
         if n and n > 0:
             groups.append(dict(zip(plan.count.keys, key, strict=True)))
-    if not plan.group and not groups:
+    if not plan.group and not groups and not plan.bag:
         groups = [{}]  # an aggregate without GROUP BY has one row, even over nothing
 
     extremes: dict[tuple[str, str], dict[tuple, list]] = {}
@@ -383,6 +386,10 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
                 else:
                     row.append(_average(total, n))
         rows.append(tuple(row))
+    if plan.bag:  # each row as many times as it occurs
+        repeats = [int(lookup(plan.count, g)) for g in groups]
+        rows = [r for r, n in zip(rows, repeats, strict=True) for _ in range(n)]
+        groups = [g for g, n in zip(groups, repeats, strict=True) for _ in range(n)]
     if plan.finish is None:
         return [tuple(v for v, c in zip(r, plan.columns, strict=True) if not c.hidden) for r in rows]
     names = [c.name for c in plan.columns]

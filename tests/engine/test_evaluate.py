@@ -30,6 +30,11 @@ SIMPLE_VIEWS = [
     ("pairs", "SELECT r1.a, COUNT(*) AS n, MAX(r2.b) AS hi FROM r r1, r r2 WHERE r1.b = r2.a GROUP BY r1.a"),
     ("paths3", "SELECT COUNT(*) AS n, SUM(r1.a * r3.b) AS w FROM r r1, r r2, r r3 WHERE r1.b = r2.a AND r2.b = r3.a"),
     ("filtered", "SELECT s.c, COUNT(*) AS n FROM r, s WHERE r.b = s.b AND (r.a > 1 OR r.a IS NULL) AND s.c <> 2 GROUP BY s.c"),
+    # issue 43: joins on inequalities and ranges (a self-join's too), rows as a bag, a quotient
+    ("theta", "SELECT s.c, SUM(r.a * t.d) AS w, COUNT(*) AS n FROM r, s, t WHERE r.b = s.b AND t.d BETWEEN r.a AND s.c "
+              "GROUP BY s.c"),
+    ("theta_self", "SELECT r1.b, COUNT(*) AS n FROM r r1, r r2 WHERE r1.a < r2.a GROUP BY r1.b"),
+    ("rows", "SELECT r.*, s.c, r.a / 2 AS half FROM r JOIN s USING (b) WHERE r.a > 1"),
 ]
 
 
@@ -85,7 +90,8 @@ def normalize(entries):
 
 
 @pytest.mark.parametrize(
-    "views,n_batches", [(SIMPLE_VIEWS[2:4], 1), (SIMPLE_VIEWS[:2] + SIMPLE_VIEWS[4:], 2)], ids=["self-joins", "chain-cycle-filter"]
+    "views,n_batches", [(SIMPLE_VIEWS[2:4], 1), (SIMPLE_VIEWS[:2] + SIMPLE_VIEWS[4:5], 2), (SIMPLE_VIEWS[5:], 2)],
+    ids=["self-joins", "chain-cycle-filter", "theta-rows"]
 )
 def test_compiled_views_in_batches_equal_the_interpreter(spark, views, n_batches) -> None:
     compiled = compile_views(SIMPLE, views)

@@ -35,13 +35,14 @@ def test_each_column_says_how_it_is_kept_and_shared_maps_name_their_views() -> N
 def test_a_refused_view_names_every_blocking_clause_and_where_and_the_others_are_explained() -> None:
     text = explain(SIMPLE, [("bad", BAD), ("chain", CHAIN), ("product", PRODUCT)])
     bad, chain, product = text.split("\n\n")
-    assert bad.startswith("view bad: refused (3 construct(s) outside the supported SQL), nothing is maintained\n")
+    assert bad.startswith("view bad: not incremental (3 construct(s) outside the incremental SQL); `view add` keeps it "
+                          "by full refresh (recomputed over base.* at each close) unless full_refresh = \"refuse\"\n")
     for what, where in (("a subquery here is not supported", "line 3, col 14"), ("SELECT DISTINCT is not supported",
                         "line 1, col 8"), ("QUALIFY is not supported", "line 4, col 1")):
         assert f"  {what}" in bad and where in bad, (what, bad)
     assert chain.startswith("view chain: maintained incrementally")
     # Clauses pass; the compiler's own refusal (a product of two aggregates) is shown.
-    assert product.startswith("view product: refused (1 construct(s)") and "product of two aggregates" in product
+    assert product.startswith("view product: not incremental (1 construct(s)") and "product of two aggregates" in product
     assert "line 1, col 13" in product
 
 

@@ -18,6 +18,14 @@ VIEWS = [
     ("self_join", "SELECT r1.a, COUNT(*) AS n, MIN(r2.b) AS lo FROM r r1, r r2 WHERE r1.b = r2.a GROUP BY r1.a"),
     ("filtered", "SELECT s.c, AVG(r.a) AS m, MAX(r.a) AS hi FROM r JOIN s ON r.b = s.b WHERE (r.a BETWEEN 1 AND 3 OR r.b IS NULL) AND s.c NOT IN (2, 4) GROUP BY s.c"),
     ("cross", "SELECT COUNT(*) AS n, SUM(r.a - t.d) AS diff FROM r, t WHERE NOT (t.c = 2)"),
+    # issue 43: joins on inequalities and ranges, rows as a bag, DISTINCT, USING, division
+    ("theta", "SELECT r.a, COUNT(*) AS n, SUM(s.c) AS t FROM r, s WHERE r.b < s.b GROUP BY r.a"),
+    ("theta_range", "SELECT s.c, SUM(r.a * t.d) AS w FROM r, s, t WHERE r.b = s.b AND t.d BETWEEN r.a AND s.c "
+                    "GROUP BY s.c"),
+    ("theta_self", "SELECT r1.b, COUNT(*) AS n FROM r r1, r r2 WHERE r1.a < r2.a GROUP BY r1.b"),
+    ("rows", "SELECT r.*, s.c FROM r JOIN s USING (b) WHERE r.a > 1"),
+    ("distinct", "SELECT DISTINCT s.c FROM r NATURAL JOIN s"),
+    ("quotient", "SELECT r.a / 2 AS half, SUM(r.b / r.a) AS q FROM r GROUP BY r.a / 2"),
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 
