@@ -118,7 +118,8 @@ def _view_rows(views: list[dict]) -> str:
     rows = []
     for v in views:
         rows.append(
-            f"<tr><td>{html.escape(v['name'])}</td>" + _cell(v["stable_epoch"]) + _cell(v["stable_rows"])
+            f"<tr><td>{html.escape(v['name'])}</td>" + _cell(v.get("refresh")) + _cell(v.get("refresh_reason") or None)
+            + _cell(v["stable_epoch"]) + _cell(v["stable_rows"])
             + _cell(_duration(v["stable_age_s"])) + _cell(_duration(v["fresh_age_s"])) + _cell(v["error"]) + "</tr>"
         )
     return "\n".join(rows)
@@ -152,7 +153,7 @@ PAGE = """<!doctype html>
 {epoch_rows}
 </table>
 <h2>Views</h2>
-<table id="views"><tr><th>view</th><th>stable epoch</th><th>stable rows</th><th>stable age</th>
+<table id="views"><tr><th>view</th><th>refresh</th><th>why full</th><th>stable epoch</th><th>stable rows</th><th>stable age</th>
 <th>main age (last map commit)</th><th>note</th></tr>
 {view_rows}
 </table>

@@ -57,6 +57,8 @@ class ViewStatus:
     fresh_as_of: str | None  # the newest commit to any of its maps (main branch)
     fresh_age_s: float | None
     error: str | None = None
+    refresh: str = "incremental"  # or "full", recomputed at each close
+    refresh_reason: str = ""  # why full: the construct with no incremental form, or "asked"
 
 
 def _iso(value) -> str | None:
@@ -180,6 +182,7 @@ def view_statuses(
             stable_rows=got if isinstance(got, int) else None, stable_closed_at=_iso(closed_at),
             stable_age_s=_age(closed_at, now), fresh_as_of=_iso(newest), fresh_age_s=_age(newest, now),
             error=got if isinstance(got, str) else None,
+            refresh=compiled.views[name].refresh, refresh_reason=compiled.views[name].refresh_reason,
         ))
     return out
 

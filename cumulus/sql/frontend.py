@@ -292,7 +292,7 @@ class _Binder(SelectBinder, SubqueryBinder):
         if select.args.get("qualify"):
             yield self.refuse_kw("QUALIFY is not supported", "QUALIFY")
         if not select.args.get("from"):
-            yield UnsupportedSQLError("a view needs a FROM clause naming its relations")
+            yield self.refuse_kw("a view needs a FROM clause naming its relations", "SELECT")
 
     def columns_of(self, relation: str | None) -> tuple[str, ...]:
         return self.schema.relation(relation).column_names if relation and relation in self.schema else ()

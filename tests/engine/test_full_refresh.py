@@ -24,6 +24,7 @@ from cumulus.errors import ViewError
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.sources import add_source
 from cumulus.output import sort_key
+from cumulus.pipeline.status import pipeline_status
 from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.store.home import init_home
@@ -94,3 +95,8 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
                 assert got == want  # in the view's order
             else:
                 assert sorted(got, key=sort_key) == sorted(want, key=sort_key)
+    # The status the plugin's page shows: each view's mode and, for `full`, the reason.
+    shown = {v["name"]: v for v in pipeline_status(settings)["views"]}
+    assert shown["q13"]["refresh"] == "full" and "subquery in FROM" in shown["q13"]["refresh_reason"]
+    assert shown["q13"]["stable_epoch"] == 2 and shown["q13"]["stable_rows"] == len(read.read_view("q13", at))
+    assert (shown["rich_customers"]["refresh"], shown["rich_customers"]["refresh_reason"]) == ("incremental", "")
