@@ -13,6 +13,8 @@ result of the batch's events in any order."""
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +49,8 @@ from cumulus.store.maps import (
     summed,
     value_slot,
 )
+
+log = logging.getLogger("cumulus.evaluate")
 
 # ---------------------------------------------------------------- expressions
 
@@ -457,9 +461,13 @@ def evaluate_batch(
     of the maps it reads, materialized once, not every delta row at each of its joins."""
     earlier: list[DataFrame] = []  # the delta rows of each relation evaluated so far
     state, parts = entries, []
+    started, todo = time.perf_counter(), [r for r in plan.order if r in events and plan.statements[r]]
     for rel in plan.order:
         if rel not in events or not plan.statements[rel]:
             continue
+        if from_empty:  # a rebuild takes minutes at scale: say where it is
+            log.info("from base.*: %s's %d statement(s), relation %d of %d (%.0f s so far)", rel,
+                     len(plan.statements[rel]), todo.index(rel) + 1, len(todo), time.perf_counter() - started)
         written = {bs.statement.target.name for bs in plan.statements[rel]}
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
         if from_empty and parts:
