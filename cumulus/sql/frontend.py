@@ -16,6 +16,8 @@ HAVING and ORDER BY, each bound as a view of its own (`BoundView.subviews`)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import calendar
 import datetime as dt
 import re
@@ -239,6 +241,7 @@ class _Binder(SelectBinder, SubqueryBinder):
         self.bind_filters(conjuncts)
         self.bind_group(select)
         outputs = tuple(self.bind_select(select))
+        self.check_key_scales(select, outputs)
         return BoundView(
             self.name,
             self.sql,
@@ -293,6 +296,30 @@ class _Binder(SelectBinder, SubqueryBinder):
             yield self.refuse_kw("QUALIFY is not supported", "QUALIFY")
         if not select.args.get("from"):
             yield self.refuse_kw("a view needs a FROM clause naming its relations", "SELECT")
+
+    def check_key_scales(self, select: exp.Select, outputs: tuple[Output, ...]) -> None:
+        """Refuse a decimal with more digits after the point than the maps keep where it
+        can become a map key (a group key, a join column, a column compared across
+        relations, a MIN/MAX or DISTINCT value): the key would be rounded, and two values
+        equal to 6 digits would be one group or join."""
+        columns = Counter(self.var_of.values())  # a variable of two columns is a join's
+        keys = [v for v, n in columns.items() if n > 1] + list(self.group) + [o.var for o in outputs if o.var]
+        keys += [v for c in self.cross for v in sorted(variables(c))]
+        for var in dict.fromkeys(keys):
+            kind, scale = self.m3_type(Var(var))
+            if kind == DECIMAL and scale > DECIMAL_SCALE:
+                label = self.var_label.get(var)
+                node = next((c for c in select.find_all(exp.Column) if self.var_of.get(self._resolved(c)) == var), None) \
+                    or next((n for n in select.walk() if self.text_of(n) == label), None)  # a derived key
+                raise self.refuse(f"{label or (self.text_of(node) if node else var)} has {scale} "
+                                  f"digits after the point and would be a map key; maps keep {DECIMAL_SCALE} "
+                                  f"(DECIMAL(38,{DECIMAL_SCALE})): cast it to DOUBLE", node)
+
+    def _resolved(self, col: exp.Column) -> tuple[str, str] | None:
+        try:
+            return self.column(col)
+        except SQLBindError:
+            return None
 
     def columns_of(self, relation: str | None) -> tuple[str, ...]:
         return self.schema.relation(relation).column_names if relation and relation in self.schema else ()
@@ -648,6 +675,13 @@ class _Binder(SelectBinder, SubqueryBinder):
                 if self.m3_type(x)[0] not in (INT, DECIMAL, FLOAT, None):
                     raise self.bind_error(f"'/' needs numbers; {self.text_of(side)} is "
                                           f"{self.m3_type(x)[0].upper()}", e)  # type: ignore[union-attr]
+            if not (isinstance(right, Const) and right.type in (INT, DECIMAL, FLOAT) and Decimal(str(right.value)) != 0):
+                # x / 0 is +-inf and 0 / 0 NaN: summed, neither is taken back out by a
+                # delete (inf - inf is NaN), and NaN is no key; over aggregates, at read
+                # time, a quotient is computed afresh at each read
+                raise self.refuse(f"a division by an expression ({self.text_of(e)}) is kept incrementally only "
+                                  "over aggregates (SUM(x) / SUM(y)) or by a non-zero constant: a zero divisor's "
+                                  "inf or NaN could not be taken back out of the maps", e)
             return BinOp("/", left, right)
         if isinstance(e, (exp.IntDiv, exp.Mod)):
             raise self.refuse(

@@ -258,3 +258,19 @@ def test_a_self_join_pairs_no_tuple_with_a_null_join_key_with_itself() -> None:
     for upto in (120, 360):
         interp = Interpreter(compiled.checked).run(events[:upto])
         assert_view_equals_sql(compiled, "pairs", interp, DuckOracle(schema, alive_after(events[:upto])), f"{upto} events")
+
+
+def test_a_decimal_finer_than_the_maps_is_refused_where_it_would_be_a_key() -> None:
+    """Maps keep DECIMAL(38,6): a key with 8 digits after the point would be rounded (two
+    values equal to 6 digits one group, one join), so the view is refused; as a filter or
+    cast to DOUBLE it is exact."""
+    schema = parse_schema("CREATE TABLE p (k INT, x DECIMAL(20,8)); CREATE TABLE q (k INT, y DECIMAL(20,8));")
+    for sql, col in [("SELECT x, COUNT(*) AS n FROM p GROUP BY x", 8),
+                     ("SELECT COUNT(*) AS n FROM p, q WHERE p.x < q.y", 38),
+                     ("SELECT p.k, COUNT(*) AS n FROM p, q WHERE p.x = q.y GROUP BY p.k", 43),
+                     ("SELECT k, MAX(x) AS hi FROM p GROUP BY k", 15)]:
+        with pytest.raises(UnsupportedSQLError, match="p.x has 8 digits after the point and would be a map key") as info:
+            compile_views(schema, [("v", sql)])
+        assert (info.value.pos.line, info.value.pos.col) == (1, col), sql
+    compile_views(schema, [("f", "SELECT k, COUNT(*) AS n FROM p WHERE x > 1.00000001 GROUP BY k"),
+                           ("d", "SELECT CAST(x AS DOUBLE) AS d, COUNT(*) AS n FROM p GROUP BY CAST(x AS DOUBLE)")])

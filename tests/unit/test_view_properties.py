@@ -25,7 +25,7 @@ VIEWS = [
     ("theta_self", "SELECT r1.b, COUNT(*) AS n FROM r r1, r r2 WHERE r1.a < r2.a GROUP BY r1.b"),
     ("rows", "SELECT r.*, s.c FROM r JOIN s USING (b) WHERE r.a > 1"),
     ("distinct", "SELECT DISTINCT s.c FROM r NATURAL JOIN s"),
-    ("quotient", "SELECT r.a / 2 AS half, SUM(r.b / r.a) AS q FROM r GROUP BY r.a / 2"),
+    ("quotient", "SELECT r.a / 2 AS half, SUM(r.b / 4) AS q FROM r GROUP BY r.a / 2"),
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 
@@ -47,7 +47,11 @@ def test_undoing_every_event_empties_every_map(steps) -> None:
     events = to_events(steps)
     inverse = [Event("-" if e.sign == "+" else "+", e.relation, e.values) for e in reversed(events)]
     interp = Interpreter(COMPILED.checked).run(events + inverse)
-    assert all(not interp.entries(m) for m in COMPILED.maps)
+    for m in COMPILED.maps:
+        if COMPILED.checked.maps[m].type == "float":  # a double sum cancels to rounding error (1/3 + 2/3 - ...)
+            assert all(abs(v) < 1e-9 for v in interp.entries(m).values()), m
+        else:
+            assert not interp.entries(m), m
 
 
 @settings(max_examples=40, deadline=None)
