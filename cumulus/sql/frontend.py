@@ -16,11 +16,10 @@ HAVING and ORDER BY, each bound as a view of its own (`BoundView.subviews`)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import calendar
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from decimal import Decimal
