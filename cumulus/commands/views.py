@@ -60,11 +60,10 @@ def cmd_view_list(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     views = registered_views(pyiceberg_catalog(settings), settings)
     from cumulus.engine.registry import FULL, M3
-    from cumulus.sql.full import FullView
 
     def mode(v) -> tuple[str, str]:
         if v.kind == FULL:
-            return "full", FullView.from_json(v.name, v.sql, v.columns or "").reason
+            return "full", v.full().reason
         return ("program", "") if v.kind == M3 else ("incremental", "")
 
     rows = [(v.name, *mode(v), v.added_epoch, v.added_at, " ".join(v.sql.split())[:70]) for v in views]

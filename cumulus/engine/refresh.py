@@ -42,7 +42,7 @@ def registered_full_views(reader, settings: Settings) -> list[FullView]:
     """The registered views kept by full refresh, in registration order."""
     from cumulus.engine.registry import FULL, live, registry
 
-    return [FullView.from_json(v.name, v.sql, v.columns or "") for v in live(registry(reader, settings)) if v.kind == FULL]
+    return [v.full() for v in live(registry(reader, settings)) if v.kind == FULL]
 
 
 def full_view(spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, reason: str,

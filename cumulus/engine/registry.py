@@ -15,6 +15,7 @@ from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
 from cumulus.errors import NotFoundError, ViewError
 from cumulus.schema import Schema
 from cumulus.spark.local import local_frame
+from cumulus.sql.full import FullView, with_full_view
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.rows import Reader, read_rows
 from cumulus.store.tables import META, ddl_type, ensure_table, qualified
@@ -46,6 +47,10 @@ class RegisteredView:
     added_epoch: int
     added_at: dt.datetime | None
     columns: str | None = None  # FULL: sql.full.FullView's JSON
+
+    def full(self) -> FullView:
+        """A view kept by full refresh: its columns, order and reason, as registered."""
+        return FullView.from_json(self.name, self.sql, self.columns or "")
 
 
 def views_table(settings: Settings) -> str:
@@ -127,8 +132,6 @@ def _compiled(
     registries a process saw: a Compilation is immutable, and `view add` compiles the
     registry before and after the view (the one before: the last add's after). A view
     kept by full refresh adds its rows map and its read plan (sql.full)."""
-    from cumulus.sql.full import FullView, with_full_view
-
     compiled = compile_views(schema, [(name, text) for name, text, kind, _ in views if kind == SQL], dialect)
     programs: dict[str, set[str]] = {}  # program (or full view) -> its maps
     for name, text, kind, columns in views:

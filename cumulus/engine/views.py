@@ -49,7 +49,6 @@ from cumulus.engine.registry import (
 )
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
-from cumulus.sql.full import FullView
 from cumulus.sql.sqltext import spark_literal
 from cumulus.sql.views import Compilation
 from cumulus.store.ledger import (
@@ -148,8 +147,7 @@ def add_view(
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
             if new.kind == FULL:
-                full = FullView.from_json(name, sql, new.columns or "")
-                written = refresh_views(spark, settings, schema, [full], closed, settings.sql_dialect,
+                written = refresh_views(spark, settings, schema, [new.full()], closed, settings.sql_dialect,
                                         batch_id=f"backfill-{name}", tag=tag_name(closed))
             else:
                 written = backfill(spark, settings, plan, added, name, closed)
