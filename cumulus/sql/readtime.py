@@ -20,6 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from cumulus.m3.interpreter import divide
+from cumulus.sql.sqltext import quotient_sql
+
 # ---------------------------------------------------------------- expressions
 
 
@@ -230,10 +233,7 @@ def arith(op: str, a, b):
     if a is None or b is None:
         return None
     if op == "/":
-        x, y = float(a), float(b)
-        if y == 0:
-            return math.nan if x == 0 or math.isnan(x) else math.copysign(math.inf, x)
-        return x / y
+        return divide(a, b)
     if isinstance(a, float) or isinstance(b, float):
         a, b = float(a), float(b)
     elif isinstance(a, Decimal) or isinstance(b, Decimal):
@@ -369,11 +369,7 @@ def _sql(e: RExpr, ref, types) -> _Sql:
     if isinstance(e, Arith):
         a, b = _sql(e.left, ref, types), _sql(e.right, ref, types)
         if e.op == "/":
-            n, d = f"CAST({a.text} AS DOUBLE)", f"CAST({b.text} AS DOUBLE)"
-            return _Sql(
-                f"(CASE WHEN {d} = 0 THEN CASE WHEN {n} > 0 THEN CAST('Infinity' AS DOUBLE) "
-                f"WHEN {n} < 0 THEN CAST('-Infinity' AS DOUBLE) WHEN {n} = 0 OR isnan({n}) THEN CAST('NaN' AS DOUBLE) END "
-                f"ELSE {n} / {d} END)", "float")
+            return _Sql(quotient_sql(a.text, b.text), "float")
         t = type_of(e, types)
         if t != "decimal":
             if t == "float":
