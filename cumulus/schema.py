@@ -93,6 +93,10 @@ class Column:
 class Relation:
     name: str
     columns: tuple[Column, ...]
+    # A derived relation: the rows of a nested query (a subquery in FROM with GROUP BY, a
+    # correlated subquery decorrelated by its keys), maintained as a view of its own and
+    # fed to the views over it as change events (cumulus/sql/nested.py). Not a table.
+    derived: bool = False
 
     @property
     def arity(self) -> int:
@@ -126,6 +130,14 @@ class Schema:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.relations)
+
+    @property
+    def base(self) -> tuple[Relation, ...]:
+        """The relations events arrive for (those with tables): every one not derived."""
+        return tuple(r for r in self.relations if not r.derived)
+
+    def with_relation(self, relation: Relation) -> Schema:
+        return Schema(self.relations + (relation,))
 
 
 def _column(defn: exp.ColumnDef, relation: str, text: str) -> Column:

@@ -27,6 +27,7 @@ from cumulus.engine.apply import (
     save_record,
     taken_batches,
 )
+from cumulus.engine.derived import derive_epoch
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
 from cumulus.engine.publish import move_stable, tag_tables
@@ -167,9 +168,13 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             rebuild, choice = chosen, Choice(RECOMPUTE, f"chosen by a concurrent close (cumulus.applies: {chosen.batch_id})")
         with steps("repair"):  # a rebuild reads base.*, never a stale state
             repaired = 0 if rebuild else repair_epoch(spark, settings, plan, epoch)
+        if plan.derived and rebuild is None:  # nested queries: their groups the epoch changed (a rebuild does it too)
+            with steps("derived"):
+                derive_epoch(spark, settings, plan, epoch)
+            fault_point("close.after-derived")
         with steps("fold"):
             folds = fold_epoch(spark, settings, epoch)
-        bases = [base_table(settings, r.name) for r in plan.checked.schema.relations]
+        bases = [base_table(settings, r.name) for r in plan.checked.schema.base]
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
         if rebuild is not None:

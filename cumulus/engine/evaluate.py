@@ -38,6 +38,7 @@ from cumulus.sql.calculus import rename
 from cumulus.sql.mapsql import quote
 from cumulus.sql.sqltext import expr_sql, spark_literal
 from cumulus.sql.to_m3 import BatchStatement
+from cumulus.sql.views import ViewPlan
 from cumulus.store.maps import (
     SPARK_DDL,
     VALUE_TYPES,
@@ -79,10 +80,13 @@ class BatchPlan:
     """How a batch of each relation is applied: statements per relation, in the fixed
     relation order, and the value types of the maps."""
 
-    order: tuple[str, ...]
+    order: tuple[str, ...]  # the base relations (those with events)
     statements: Mapping[str, tuple[BatchStatement, ...]]
     params: Mapping[str, tuple[str, ...]]
     checked: CheckedProgram
+    # The derived relations (nested queries), each after those it reads: name -> its view
+    # plan. Their events are computed, not read (cumulus/engine/derived.py).
+    derived: Mapping[str, ViewPlan] = field(default_factory=dict)
 
     @property
     def maps(self) -> dict[str, MapInfo]:
@@ -109,19 +113,27 @@ def restricted(plan: BatchPlan, targets: set[str]) -> BatchPlan:
             for stmts in plan.statements.values() for bs in stmts if bs.statement.target.name in frontier
             for e in bs.statement.expr.walk() if isinstance(e, MapRef)
         }
+        for rel, view in plan.derived.items():  # a derived relation's events come from its view's maps
+            if any(bs.statement.target.name in needed | frontier for bs in plan.statements.get(rel, ())):
+                read |= set(view.maps)
         frontier = read - needed
     statements = {r: tuple(bs for bs in stmts if bs.statement.target.name in needed) for r, stmts in plan.statements.items()}
-    return BatchPlan(plan.order, statements, plan.params, plan.checked)
+    return BatchPlan(plan.order, statements, plan.params, plan.checked, plan.derived)
 
 
-def plan_from_compilation(checked: CheckedProgram, batch: Mapping[str, list[BatchStatement]]) -> BatchPlan:
+def plan_from_compilation(
+    checked: CheckedProgram, batch: Mapping[str, list[BatchStatement]], derived: Mapping[str, ViewPlan] | None = None,
+) -> BatchPlan:
     schema = checked.schema
-    order = tuple(r.name for r in schema.relations if r.name in batch)
+    order = tuple(r.name for r in schema.base if r.name in batch)
+    nested = {name: view for name, view in (derived or {}).items() if name in batch}
+    every = order + tuple(nested)
     return BatchPlan(
         order,
-        {r: tuple(batch[r]) for r in order},
-        {r: schema.relation(r).column_names for r in order},
+        {r: tuple(batch[r]) for r in every},
+        {r: schema.relation(r).column_names for r in every},
         checked,
+        nested,
     )
 
 
@@ -151,7 +163,7 @@ def plan_from_program(checked: CheckedProgram) -> BatchPlan:
             renamed = _rename_params(trig, plus.params)
             out.extend(BatchStatement(rel, 1, s, (), sign=trig.sign) for s in renamed)
         statements[rel] = out
-    order = tuple(r.name for r in checked.schema.relations if r.name in statements)
+    order = tuple(r.name for r in checked.schema.base if r.name in statements)
     return BatchPlan(order, {r: tuple(statements[r]) for r in order}, params, checked)
 
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch
+from cumulus.engine.derived import derived_deltas
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
@@ -38,6 +39,7 @@ from cumulus.store.maps import (
     entries_columns,
     maps_table,
     program_mark,
+    summed,
     versioned,
 )
 from cumulus.store.tables import base_table
@@ -176,7 +178,14 @@ def evaluate_from_base(
             reader = reader.option("tag", tag)
         events[rel] = reader.load(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
     nothing = spark.table(maps_table(settings)).where(F.lit(False))
-    return evaluate_batch(plan, events, nothing, from_empty=True)
+    values = evaluate_batch(plan, events, nothing, from_empty=True)
+    if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
+        values = values.localCheckpoint() if values is not None else None
+        state = nothing if values is None else nothing.unionByName(values, allowMissingColumns=True)
+        nested = derived_deltas(plan, nothing, state)
+        if nested is not None:
+            values = nested if values is None else summed(union_all([values, nested]))
+    return values
 
 
 def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:

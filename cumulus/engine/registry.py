@@ -173,6 +173,7 @@ def without(compiled: Compilation, programs: Mapping[str, set[str]], gone: set[s
         compiled, checked=checked, views=views,
         maps={m: d for m, d in compiled.maps.items() if m in needed},
         batch={r: [bs for bs in stmts if bs.statement.target.name in needed] for r, stmts in compiled.batch.items()},
+        derived={n: d for n, d in compiled.derived.items() if set(d.maps) <= needed},
     )
 
 
@@ -186,8 +187,8 @@ def with_program(compiled: Compilation, name: str, text: str) -> Compilation:
     from cumulus.m3.parser import parse_program
     from cumulus.m3.validate import validate
 
-    schema = compiled.schema
-    own = validate(parse_program(text, name), schema, text)
+    schema = compiled.checked.schema  # (with the derived relations of nested queries)
+    own = validate(parse_program(text, name), compiled.schema, text)
     clash = sorted(set(own.maps) & set(compiled.checked.maps))
     if clash:
         raise ViewError(f"program {name}: map name(s) {', '.join(clash)} already belong to registered views; rename them")
@@ -209,7 +210,7 @@ def with_program(compiled: Compilation, name: str, text: str) -> Compilation:
 
 
 def batch_plan(compilation: Compilation) -> BatchPlan:
-    return plan_from_compilation(compilation.checked, compilation.batch)
+    return plan_from_compilation(compilation.checked, compilation.batch, compilation.derived)
 
 
 def _rename_params(statements, params, new_params):

@@ -119,11 +119,18 @@ _CALENDAR = {"MONTH": 12.0, "DAY": 31.0}
 
 
 def estimate(compiled: Compilation, stats: Statistics) -> dict[str, ViewEstimate]:
-    """Every view's maps estimated (a map shared by several views counts for each)."""
-    sizes = {name: map_entries(md.query, stats, compiled.schema) for name, md in compiled.maps.items()}
+    """Every view's maps estimated (a map shared by several views counts for each). A
+    derived relation (a nested query) has as many rows as its group-count map entries,
+    each column as many distinct values."""
+    schema = compiled.checked.schema
+    for name, plan in compiled.derived.items():
+        rows = map_entries(compiled.maps[plan.count.map].query, stats, schema)
+        stats = Statistics({**stats.rows, name: rows}, {**stats.distinct, **{
+            (name, c): rows for c in schema.relation(name).column_names}}, stats.source)
+    sizes = {name: map_entries(md.query, stats, schema) for name, md in compiled.maps.items()}
     out = {}
     for view, users in _users(compiled).items():
-        relations = {r for m in users for r in compiled.maps[m].query.relations}
+        relations = {r for m in users for r in compiled.maps[m].query.relations if r not in compiled.derived}
         maps = sorted((MapEstimate(m, compiled.checked.maps[m].key_names, sizes[m]) for m in users),
                       key=lambda e: (-e.entries, e.name))
         out[view] = ViewEstimate(view, tuple(maps), sum(stats.rows.get(r, 0) for r in relations))

@@ -62,6 +62,7 @@ from cumulus.schema import (
 )
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
 from cumulus.sql.items import Output, SelectBinder
+from cumulus.sql.nested import NestedBinder
 from cumulus.sql.polynomial import ind_and, ind_sum, monomials, neg, product
 from cumulus.sql.readtime import Finish
 from cumulus.sql.rewrite import (
@@ -101,9 +102,14 @@ class BoundView:
     subviews: tuple[tuple[str, BoundView], ...] = ()  # uncorrelated subqueries, views of their own
     bag: bool = False  # a SELECT without aggregates: each group's row occurs its count times
     cross: tuple[Cond, ...] = ()  # comparisons across relations other than equalities (theta joins)
+    # Derived relations the view reads (nested queries, cumulus/sql/nested.py), each after
+    # those it reads: (name, the nested query bound as a view); `schema` declares them.
+    relations: tuple[tuple[str, BoundView], ...] = ()
+    schema: Schema | None = None
+    nonempty: bool = False  # without GROUP BY: its one row only over at least one row (a derived relation's)
 
 
-class _Binder(SelectBinder, SubqueryBinder):
+class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
     def __init__(self, sql: str, schema: Schema, name: str, dialect: str):
         self.sql = sql
         self.schema = schema
@@ -225,7 +231,7 @@ class _Binder(SelectBinder, SubqueryBinder):
 
     def bind(self, select: exp.Select | None = None) -> BoundView:
         """The view (or, given, a subquery of it: positions stay the view's)."""
-        select = self.parse() if select is None else merge_from_subqueries(select)
+        select = self.bind_nested(self.parse() if select is None else select)
         columns_of = self.columns_of
         self.merged = natural_and_using(select, columns_of)
         expand_stars(select, columns_of, self.merged)
@@ -259,13 +265,13 @@ class _Binder(SelectBinder, SubqueryBinder):
             tuple(self.subviews),
             self.bag,
             tuple(self.cross),
+            tuple(self.relations),  # type: ignore[arg-type]
+            self.schema,
         )
 
     def clause_refusals(self, select: exp.Select) -> Iterator[UnsupportedSQLError]:
         """Every clause of the SELECT outside the supported SQL, in the order of the checks
         (the first is what binding refuses; `explain` lists them all)."""
-        if select.args.get("with"):
-            yield self.refuse_kw("WITH (common table expressions) is not supported", "WITH")
         found: set[str] = set()
         kept = read_time_subqueries(select)
         for node in select.walk():
@@ -1031,7 +1037,7 @@ def clause_refusals(sql: str, schema: Schema, name: str = "view", dialect: str =
     error; [] when its clauses pass (binding may still refuse an expression)."""
     binder = _Binder(sql, schema, name, dialect)
     try:
-        return list(binder.clause_refusals(binder.parse()))
+        return list(binder.clause_refusals(binder.bind_nested(binder.parse())))
     except PositionedError as exc:
         return [exc]
 

@@ -23,9 +23,11 @@ entries as it does in the Python reads."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cumulus.errors import NotFoundError, ViewSQLError
+from cumulus.m3.validate import MapInfo
 from cumulus.sql.readtime import Finish, order_sql, to_sql, view_key
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import ENTRIES, key_slots, value_slot
@@ -80,15 +82,21 @@ def view_sql(
     if table is None:
         prefix = f"{quote(catalog)}." if catalog else ""
         table = f"{prefix}{MAPS}.{ENTRIES}"
-    return _Builder(compilation, plan, tag, table).sql(order)
+    return _Builder(compilation.checked.maps, plan, tag, table).sql(order)
+
+
+def plan_sql(maps: Mapping[str, MapInfo], plan: ViewPlan, table: str) -> str:
+    """Spark SQL giving the rows of a view plan (a derived relation's, cumulus/engine/
+    derived.py) from the map rows in `table` (any table or temporary view shaped as
+    maps.entries: map, key slots, value slots), unordered."""
+    return _Builder(maps, plan, None, table).sql(False)
 
 
 class _Builder:
-    def __init__(self, compilation: Compilation, plan: ViewPlan, tag: str | None, table: str, prefix: str = ""):
-        self.compilation = compilation
+    def __init__(self, maps: Mapping[str, MapInfo], plan: ViewPlan, tag: str | None, table: str, prefix: str = ""):
         self.prefix = prefix  # of every CTE name (a subquery's view: its own names, unique in the query)
         self.subviews_done: list[str] = []
-        self.maps = compilation.checked.maps
+        self.maps = maps
         self.plan = plan
         self.tag = tag
         self.table = table
@@ -123,7 +131,7 @@ class _Builder:
 
     def groups_cte(self) -> None:
         plan = self.plan
-        if not plan.group and not plan.bag:
+        if not plan.group and not plan.bag and not plan.nonempty:
             self.ctes[f"{self.prefix}groups"] = "SELECT 1 AS `__one`"  # one row, even over nothing
             return
         source = self.map_cte(plan.count.map)
@@ -225,7 +233,7 @@ class _Builder:
         """A subquery's view (its one column) as a CTE of its own query."""
         name = f"{self.prefix}sub_{len(self.subviews_done)}"
         self.subviews_done.append(name)
-        body = _Builder(self.compilation, sub, self.tag, self.table, prefix=f"{name}_")  # Spark refuses shadowed CTE names
+        body = _Builder(self.maps, sub, self.tag, self.table, prefix=f"{name}_")  # Spark refuses shadowed CTE names
         self.ctes[name] = body.sql(order=False).rstrip().replace("\n", "\n    ")
         return name
 

@@ -29,6 +29,8 @@ def merge_from_subqueries(select: exp.Select) -> exp.Select:
         sub = holder.this
         if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select) or not _mergeable(sub.this):
             continue
+        if sub.args.get("alias") is not None and sub.args["alias"].columns:
+            continue  # its columns renamed: kept as a derived relation (cumulus/sql/nested.py)
         inner = merge_from_subqueries(sub.this)
         alias = (sub.alias or "").lower()
         names: dict[str, exp.Expression] = {}

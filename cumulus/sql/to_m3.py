@@ -14,6 +14,7 @@ values, 0/1 filter indicators and map lookups, so it is restricted M3 by constru
 from __future__ import annotations
 
 import itertools
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 from cumulus.m3.ast import (
@@ -72,13 +73,16 @@ class DeltaCompiler:
     statements: dict[tuple[str, str], list[Statement]] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     batch: dict[str, list[BatchStatement]] = field(default_factory=dict)
+    # The derived relations compiled so far (cumulus/sql/nested.py), in order: name -> the
+    # nested query's view plan (cumulus/sql/views.py); `schema` declares them.
+    derived: dict[str, Any] = field(default_factory=dict)
 
     def fork(self) -> DeltaCompiler:
         """A copy to compile more views into, leaving this one as it is (its maps,
         statements and batch statements are immutable; only the containers are copied)."""
         return DeltaCompiler(self.schema, dict(self.maps), dict(self.by_definition),
                              {k: list(v) for k, v in self.statements.items()}, dict(self.counters),
-                             {k: list(v) for k, v in self.batch.items()})
+                             {k: list(v) for k, v in self.batch.items()}, dict(self.derived))
 
     def params(self, relation: str) -> tuple[str, ...]:
         return self.schema.relation(relation).column_names

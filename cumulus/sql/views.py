@@ -16,7 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from cumulus.config import DEFAULT_DIALECT
@@ -66,6 +66,12 @@ class ViewPlan:
     bag: bool = False  # a SELECT without aggregates: each group's row occurs its count times (its rows as a bag)
     refresh: str = "incremental"  # or "full": recomputed at each close (cumulus/sql/full.py)
     refresh_reason: str = ""  # why `full`: the construct that has no incremental form here, or "asked"
+    # The derived relations the view reads (nested queries, cumulus/sql/nested.py), each
+    # after those it reads: their names and plans (maintained like views, not readable).
+    relations: tuple[tuple[str, ViewPlan], ...] = ()
+    # Without GROUP BY, the one row only over at least one row (a derived relation made
+    # from a subquery in WHERE: over no rows, its NULL compares as no row does).
+    nonempty: bool = False
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -110,7 +116,8 @@ class ViewPlan:
     def maps(self) -> tuple[str, ...]:
         """The maps the view reads (its subqueries' too)."""
         uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
-        return tuple(dict.fromkeys([u.map for u in uses] + [m for s in self.subviews for m in s.maps]))
+        nested = [m for s in self.subviews for m in s.maps] + [m for _, d in self.relations for m in d.maps]
+        return tuple(dict.fromkeys([u.map for u in uses] + nested))
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,9 @@ class Compilation:
     maps: dict[str, MapDef]
     views: dict[str, ViewPlan]
     batch: dict[str, list[BatchStatement]]  # per relation: how the engine applies a batch
+    # The derived relations (nested queries) in order, each after those it reads: name ->
+    # plan. Their events are the changes of their rows (cumulus/sql/derived.py).
+    derived: dict[str, ViewPlan] = field(default_factory=dict)
 
     @property
     def program(self) -> Program:
@@ -180,6 +190,14 @@ class _ViewBuilder:
 
     def build(self) -> ViewPlan:
         v = self.v
+        if v.schema is not None:  # the derived relations first: the view's maps join them
+            known = self.c.schema
+            self.c.schema = type(known)(known.relations + tuple(r for r in v.schema.relations if r.name not in known))
+        relations = []
+        for name, sub in v.relations:
+            if name not in self.c.derived:
+                self.c.derived[name] = _ViewBuilder(self.c, sub).build()
+            relations.append((name, self.c.derived[name]))
         count = self.use(v.group, (Monomial(one(), ()),), "count")
         columns = []
         for out in v.outputs:
@@ -200,7 +218,8 @@ class _ViewBuilder:
             columns.append(replace(col, hidden=out.hidden))
         subviews = tuple(_ViewBuilder(self.c, sub).build() for _, sub in v.subviews)
         plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
-                        filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews, bag=v.bag)
+                        filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews, bag=v.bag,
+                        relations=tuple(relations), nonempty=v.nonempty)
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)
@@ -236,7 +255,9 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
     typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
-    compiled = Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()})
+    derived = {name: _typed_plan(checked, plan) for name, plan in compiler.derived.items()}
+    compiled = Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()},
+                           derived)
     kept = _Compiled(compiler, plans, compiled)
     with _LOCK:
         _COMPILED[key] = kept
@@ -257,7 +278,7 @@ class _Compiled:
     def copy(self) -> Compilation:
         r = self.result
         return replace(r, checked=replace(r.checked, maps=dict(r.checked.maps)), maps=dict(r.maps),
-                       views=dict(r.views), batch={k: list(b) for k, b in r.batch.items()})
+                       views=dict(r.views), batch={k: list(b) for k, b in r.batch.items()}, derived=dict(r.derived))
 
 
 _KEEP = 8
@@ -267,7 +288,8 @@ _LOCK = threading.Lock()  # the warm engine's requests run in threads
 
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
     return replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
-                   subviews=tuple(_typed_plan(checked, s) for s in plan.subviews))
+                   subviews=tuple(_typed_plan(checked, s) for s in plan.subviews),
+                   relations=tuple((n, _typed_plan(checked, d)) for n, d in plan.relations))
 
 
 def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:
@@ -348,7 +370,7 @@ def view_rows(plan: ViewPlan, read_map: Callable[[str], Mapping[tuple, object]])
     for key, n in counts.items():
         if n and n > 0:
             groups.append(dict(zip(plan.count.keys, key, strict=True)))
-    if not plan.group and not groups and not plan.bag:
+    if not plan.group and not groups and not plan.bag and not plan.nonempty:
         groups = [{}]  # an aggregate without GROUP BY has one row, even over nothing
 
     extremes: dict[tuple[str, str], dict[tuple, list]] = {}

@@ -15,7 +15,7 @@ CHAIN = "SELECT r.a, SUM(t.d) AS total, AVG(t.d) AS mean, MAX(t.d) AS top FROM r
 STAR = "SELECT s.c, COUNT(*) AS n, SUM(t.d) AS total FROM r, s, t WHERE r.b = s.b AND s.c = t.c GROUP BY s.c"
 HAVING = "SELECT r.a, COUNT(*) AS n\nFROM r\nGROUP BY r.a\nHAVING COUNT(*) > 1\nORDER BY n DESC\nLIMIT 10"
 ARITHMETIC = "SELECT r.a, SUM(r.b) / COUNT(*) AS mean FROM r GROUP BY r.a"
-BAD = "SELECT DISTINCT r.a\nFROM r\nWHERE r.b = (SELECT MAX(s.b) FROM s)\nQUALIFY r.a > 1"
+BAD = "SELECT DISTINCT r.a\nFROM r\nWHERE r.b = (SELECT MAX(s.b) FROM s) OR r.a = 1\nQUALIFY r.a > 1"
 PRODUCT = "SELECT r.a, SUM(r.b) * MAX(r.b) AS p FROM r GROUP BY r.a"
 
 

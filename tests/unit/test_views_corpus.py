@@ -14,7 +14,7 @@ from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.ingest.dbtoaster import read_events
 from cumulus.ingest.synthetic import generate_events
-from cumulus.m3.interpreter import Interpreter
+from cumulus.sql.derived import Maintainer
 from cumulus.schema import load_schema
 from cumulus.sql.views import Compilation, compile_views
 
@@ -32,11 +32,11 @@ def replay_and_check(compiled: Compilation | list[Compilation], events, checkpoi
     several dialects whose M3 programs are equal share one replay (the interpreter's
     maps are then the same; each dialect's view plans and SQL are checked on them)."""
     compilations = compiled if isinstance(compiled, list) else [compiled]
-    replays: list[tuple[Interpreter, list[Compilation]]] = []
+    replays: list[tuple[Maintainer, list[Compilation]]] = []
     for c in compilations:
         shared = next((group for interp, group in replays if group[0].program == c.program), None)
         if shared is None:
-            replays.append((Interpreter(c.checked), [c]))
+            replays.append((Maintainer(c), [c]))
         else:
             shared.append(c)
     alive: dict[str, list[tuple]] = {}

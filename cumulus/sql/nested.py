@@ -1,0 +1,358 @@
+"""Nested queries kept incrementally: derived relations (DBToaster's lifts and domain
+maintenance, at the granularity of groups).
+
+A nested query becomes a *derived relation*: a grouped view of its own, maintained from
+its maps like any view, whose rows the views over it join like a base relation's. When
+an epoch changes some of its groups, the engine turns the change into events of the
+derived relation (the groups' old rows deleted, their new rows inserted: only the groups
+the epoch touched differ) and applies them through the outer view's triggers, after the
+base events (cumulus/engine/derived.py; cumulus/sql/derived.py for the interpreter).
+
+What the front end rewrites into derived relations, before binding the outer query:
+- WITH: each common table expression is inlined where it is named;
+- a subquery in FROM with GROUP BY, aggregates or DISTINCT: the relation of its rows;
+- `x CMP (SELECT agg ...)`, a scalar subquery correlated by equalities `inner = outer`
+  (or not correlated): the subquery grouped by its inner correlation columns, joined on
+  them, its value compared as a column (a group with no rows gives no row: the SQL
+  comparison with the NULL of an empty SUM/AVG/MIN/MAX is unknown as well; COUNT, which
+  is 0 over nothing, is refused);
+- `EXISTS (SELECT ...)` correlated by equalities, and `x IN (SELECT y ...)` (correlated or
+  not, unless x is a GROUP BY column and the subquery uncorrelated: then a whole group is
+  kept or dropped at read time, cumulus/sql/subqueries.py): the distinct values of the
+  correlation columns (and y), joined on them (a semi-join: each outer row once).
+
+NOT EXISTS, NOT IN, ALL/ANY and correlations other than equalities are refused here with
+the construct named (a view can still be kept by full refresh, cumulus/sql/full.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from cumulus.errors import UnsupportedSQLError
+from cumulus.m3.ast import Var
+from cumulus.schema import BOOL, DATE, DECIMAL, DECIMAL_SCALE, FLOAT, INT, STRING, Column, Relation, promote
+from cumulus.sql.readtime import Ref, type_of
+from cumulus.sql.rewrite import CMP, has_aggregate, ident_stem, inside, merge_from_subqueries, parts
+
+KEY = "__k{}"  # the derived relation's correlation columns
+VALUE = "__v"  # a scalar subquery's value
+# Aggregates that are NULL over no rows (a correlated scalar subquery over a group with no
+# rows is then unknown in any comparison, as no row of the join is).
+_NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Literal, exp.Column, exp.Cast)
+
+
+def inline_ctes(select: exp.Select) -> exp.Select:
+    """WITH a AS (q) ... : every reference to `a` in FROM replaced by `(q) AS a`."""
+    with_ = select.args.get("with")
+    if with_ is None:
+        return select
+    if with_.args.get("recursive"):
+        raise UnsupportedSQLError("WITH RECURSIVE has no incremental form (a recursive query)")
+    defined: dict[str, tuple[exp.Expression, list]] = {}
+    for cte in with_.expressions:
+        body = cte.this.copy()
+        _replace_tables(body, defined)
+        columns = list(cte.args["alias"].columns) if cte.args.get("alias") is not None else []
+        defined[cte.alias.lower()] = (body, columns)
+    select.set("with", None)
+    _replace_tables(select, defined)
+    return select
+
+
+def _replace_tables(node: exp.Expression, defined: dict[str, tuple[exp.Expression, list]]) -> None:
+    for table in list(node.find_all(exp.Table)):
+        name = table.name.lower()
+        if name in defined and not table.args.get("db") and isinstance(table.parent, (exp.From, exp.Join)):
+            body, columns = defined[name]
+            alias = exp.TableAlias(this=exp.to_identifier((table.alias or table.name).lower()),
+                                   columns=[c.copy() for c in columns])
+            table.replace(exp.Subquery(this=body.copy(), alias=alias))
+
+
+def _not_null_on_empty(e: exp.Expression) -> exp.Expression | None:
+    """The node that keeps `e` from being NULL over no rows (None: it is NULL then): e must
+    be arithmetic over SUM/AVG/MIN/MAX and constants."""
+    if isinstance(e, _NULL_ON_EMPTY):
+        return None
+    if not isinstance(e, _ARITH) or isinstance(e, exp.Column):
+        return e
+    if isinstance(e, exp.Literal):
+        return None
+    return next((b for c in e.args.values() if isinstance(c, exp.Expression)
+                 and not isinstance(c, exp.DataType) and (b := _not_null_on_empty(c)) is not None), None)
+
+
+def _unaliased(item: exp.Expression) -> exp.Expression:
+    return item.this if isinstance(item, exp.Alias) else item
+
+
+def _conj(nodes: list[exp.Expression]) -> exp.Expression | None:
+    out = None
+    for n in nodes:
+        out = n if out is None else exp.And(this=out, expression=n)
+    return out
+
+
+class NestedBinder:
+    """Rewrites nested queries into derived relations. Uses the binder's schema, sql, name,
+    dialect, tokens, refuse, text_of, m3_type and bind; sets `relations` (the derived
+    relations, each after those it reads) and extends `schema` with them."""
+
+    def bind_nested(self, select: exp.Select) -> exp.Select:
+        self.relations: list[tuple[str, object]] = []
+        self.derived_count = 0
+        select = merge_from_subqueries(inline_ctes(select))
+        self.outer_select = select
+        for holder in [select.args.get("from"), *(select.args.get("joins") or [])]:
+            sub = holder.this if holder is not None else None
+            if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+                alias = (sub.alias or "").lower()
+                if not alias:
+                    raise self.refuse("a subquery in FROM needs an alias", sub)
+                columns = [c.name.lower() for c in sub.args["alias"].columns] if sub.args["alias"].columns else None
+                name = self.derive(sub.this, sub, columns)
+                holder.set("this", exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        where = select.args.get("where")
+        if where is not None:
+            group_texts = {g.sql().lower() for g in (select.args["group"].expressions if select.args.get("group") else [])}
+            kept = [n for c in parts(where.this, exp.And) for n in self.unnest(c, select, group_texts)]
+            select.set("where", exp.Where(this=_conj(kept)))
+        return select
+
+    # -- conjuncts of WHERE
+    def unnest(self, c: exp.Expression, select: exp.Select, group_texts: set[str]) -> list[exp.Expression]:
+        """A WHERE conjunct with its subquery replaced by a join with a derived relation:
+        the conjuncts that stand for it."""
+        if isinstance(c, exp.Not) and isinstance(c.this, (exp.Exists, exp.In)):
+            word = "NOT EXISTS" if isinstance(c.this, exp.Exists) else "NOT IN (subquery)"
+            if isinstance(c.this, exp.Exists) or c.this.args.get("query") is not None:
+                raise self.refuse(f"{word} (an anti-join) has no incremental form here", c, "NOT")
+        if isinstance(c, exp.Exists):
+            return self.semijoin(c.this, [], c)
+        if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
+            inner = c.args["query"].this
+            if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+                raise self.refuse("IN (subquery) must be one SELECT of one column", c)
+            if not self.correlations(inner) and c.this.sql().lower() in group_texts:
+                return [c]  # a group key: whole groups kept or dropped at read time
+            return self.semijoin(c.args["query"], [c.this], c)
+        if isinstance(c, tuple(CMP)) and any(isinstance(n, exp.Subquery) for n in c.walk()):
+            return self.compared(c)
+        return [c]
+
+    def compared(self, c: exp.Expression) -> list[exp.Expression]:
+        """`x CMP (SELECT agg ...)` (the subquery anywhere in either side): the comparison
+        with the derived relation's value column, and the correlation's equalities."""
+        subs = [n for n in c.walk() if isinstance(n, exp.Subquery)
+                and not any(inside(n, o) for o in c.walk() if isinstance(o, exp.Subquery) and o is not n)]
+        if len(subs) != 1:
+            raise self.refuse("a comparison with two subqueries is not supported", c)
+        (sub,) = subs
+        inner = sub.this
+        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+            raise self.refuse("a scalar subquery must be one SELECT of one column", sub)
+        if inner.args.get("group"):
+            raise self.refuse("a scalar subquery must not have GROUP BY: it gives one row", sub, "GROUP")
+        value = _unaliased(inner.expressions[0])
+        if not has_aggregate(value):
+            raise self.refuse("a scalar subquery without an aggregate (one row only by chance) is not supported", sub)
+        bad = _not_null_on_empty(value)
+        if bad is not None:
+            raise self.refuse(
+                f"a scalar subquery whose value is not NULL over no rows ({self.text_of(value)}: "
+                f"{bad.key.upper()}) has no incremental form here", sub)
+        corr = self.correlations(inner)
+        alias = self.join_derived(self.decorrelated(inner, corr, [exp.alias_(value.copy(), VALUE)]), sub)
+        sub.replace(exp.column(VALUE, alias))
+        return [c, *self.key_equalities(corr, alias)]
+
+    def semijoin(self, sub: exp.Expression, lhs: list[exp.Expression], node: exp.Expression) -> list[exp.Expression]:
+        """EXISTS (sub) or lhs IN (sub): a join with the distinct correlation values of
+        sub (and its one column, for IN)."""
+        inner = sub.this if isinstance(sub, exp.Subquery) else sub
+        if not isinstance(inner, exp.Select):
+            raise self.refuse("a subquery must be a SELECT here", node)
+        corr = self.correlations(inner)
+        group = inner.args.get("group")
+        if group is not None and (not lhs or len(group.expressions) != 1
+                                  or group.expressions[0].sql() != _unaliased(inner.expressions[0]).sql()):
+            raise self.refuse("EXISTS or IN over a subquery with GROUP BY is supported only as IN (SELECT g ... "
+                              "GROUP BY g): its rows must be distinct values", node, "GROUP")
+        if lhs:
+            item = inner.expressions[0]
+            value = item.this if isinstance(item, exp.Alias) else item
+            if has_aggregate(value) and corr and not inner.args.get("group"):
+                raise self.refuse("IN of a correlated aggregate (one value per outer row) is not supported", node)
+            items = [exp.alias_(value.copy(), KEY.format(0))]
+        elif not corr:  # EXISTS, not correlated: whether the subquery has a row at all
+            rest = self.decorrelated(inner, [], [exp.alias_(exp.Count(this=exp.Star()), VALUE)], group=False)
+            alias = self.join_derived(rest, node)
+            return [exp.GT(this=exp.column(VALUE, alias), expression=exp.Literal.number(0))]
+        else:
+            items = []
+        rest = self.decorrelated(inner, corr, items, group=True)
+        alias = self.join_derived(rest, node)
+        out = [exp.EQ(this=x.copy(), expression=exp.column(KEY.format(0), alias)) for x in lhs]
+        return out + self.key_equalities(corr, alias)
+
+    # -- correlation
+    def scope_columns(self, q: exp.Select) -> tuple[set[str], set[str]]:
+        """(aliases, column names) of the relations in q's FROM."""
+        aliases, columns = set(), set()
+        for holder in [q.args.get("from"), *(q.args.get("joins") or [])]:
+            t = holder.this if holder is not None else None
+            if isinstance(t, exp.Table):
+                aliases.add((t.alias_or_name or "").lower())
+                name = t.name.lower()
+                if name in self.schema:
+                    columns.update(self.schema.relation(name).column_names)
+            elif isinstance(t, exp.Subquery):
+                aliases.add((t.alias or "").lower())
+                if t.args.get("alias") is not None and t.args["alias"].columns:
+                    columns.update(c.name.lower() for c in t.args["alias"].columns)
+                elif isinstance(t.this, exp.Select):
+                    columns.update(i.alias_or_name.lower() for i in t.this.expressions)
+        return aliases, columns
+
+    def is_outer(self, col: exp.Column, scope: tuple[set[str], set[str]]) -> bool:
+        aliases, columns = scope
+        return (col.table.lower() not in aliases) if col.table else (col.name.lower() not in columns)
+
+    def correlations(self, q: exp.Select) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
+        """q's correlated conjuncts of WHERE as (inner side, outer side, conjunct): each an
+        equality of an expression over q's relations with one over the outer query's.
+        Refuses a correlation of any other form, or outside WHERE."""
+        scope = self.scope_columns(q)
+
+        def outer_cols(node: exp.Expression) -> list[exp.Column]:
+            return [c for c in node.find_all(exp.Column) if self.is_outer(c, scope)
+                    and not any(inside(c, s) for s in node.find_all(exp.Subquery, exp.Exists) if s is not node)]
+
+        where = q.args.get("where")
+        found = []
+        for c in parts(where.this, exp.And) if where is not None else []:
+            if not outer_cols(c):
+                continue
+            if isinstance(c, exp.EQ):
+                (a, b) = (c.this, c.expression)
+                a_out, b_out = bool(outer_cols(a)), bool(outer_cols(b))
+                a_in = any(not self.is_outer(x, scope) for x in a.find_all(exp.Column))
+                b_in = any(not self.is_outer(x, scope) for x in b.find_all(exp.Column))
+                if a_out and not a_in and b_in and not b_out:
+                    found.append((b, a, c))
+                    continue
+                if b_out and not b_in and a_in and not a_out:
+                    found.append((a, b, c))
+                    continue
+            raise self.refuse(f"a correlated condition other than inner = outer ({self.text_of(c)}) has no "
+                              "incremental form here", c)
+        for key in ("expressions", "having", "group", "joins"):
+            value = q.args.get(key)
+            for node in (value if isinstance(value, list) else [value] if value is not None else []):
+                if outer_cols(node):
+                    raise self.refuse(f"a subquery correlated outside its WHERE ({self.text_of(node)}) has no "
+                                      "incremental form here", node)
+        return found
+
+    def decorrelated(self, inner: exp.Select, corr, items: list[exp.Expression], group: bool = True) -> exp.Select:
+        """inner without its correlated conjuncts, selecting the inner side of each as a
+        key (grouped by them) and then `items`."""
+        q = inner.copy()
+        dropped = {c.sql() for _, _, c in corr}
+        where = q.args.get("where")
+        if where is not None:
+            kept = [c for c in parts(where.this, exp.And) if c.sql() not in dropped]
+            q.set("where", exp.Where(this=_conj(kept)) if kept else None)
+        keys = [exp.alias_(i.copy(), KEY.format(n + 1)) for n, (i, _, _) in enumerate(corr)]
+        q.set("expressions", keys + items)
+        q.set("distinct", None)
+        if group and not q.args.get("group") and not any(has_aggregate(i) for i in items):
+            q.set("group", exp.Group(expressions=[i.this.copy() for i in keys + items]) if keys + items else None)
+        elif keys:
+            existing = list(q.args["group"].expressions) if q.args.get("group") else []
+            q.set("group", exp.Group(expressions=existing + [i.copy() for i, _, _ in corr]))
+        return q
+
+    def key_equalities(self, corr, alias: str) -> list[exp.Expression]:
+        return [exp.EQ(this=o.copy(), expression=exp.column(KEY.format(n + 1), alias)) for n, (_, o, _) in enumerate(corr)]
+
+    def join_derived(self, q: exp.Select, node: exp.Expression) -> str:
+        """Bind q as a derived relation, join it to the outer query; its alias there.
+        Without GROUP BY, its row exists only over rows (`nonempty`): it stands for a
+        comparison with NULL (or EXISTS over nothing), which holds for no outer row."""
+        name = self.derive(q, node, nonempty=True)
+        alias = f"{name}"
+        select = self.outer_select
+        select.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(name),
+                                                       alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+        return alias
+
+    # -- binding a derived relation
+    def derive(self, inner: exp.Select, node: exp.Expression, columns: list[str] | None = None,
+               nonempty: bool = False) -> str:
+        """Bind `inner` as a derived relation (a view of its own); its name."""
+        self.derived_count += 1
+        stem = getattr(self, "view_stem", ident_stem(self.name))
+        name = f"{stem}__d{self.derived_count}"
+        binder = type(self)(self.sql, self.schema, self.name, self.dialect)  # type: ignore[call-arg]
+        binder.tokens = self.tokens
+        binder.view_stem = name
+        bound = binder.bind(inner)
+        f = bound.finish
+        if f is not None and (f.order or f.limit is not None or f.offset):
+            raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)
+        if bound.subviews:
+            raise self.refuse("a nested query with subqueries of its own at read time is not supported", node)
+        if not bound.group and not bound.bag and not nonempty:
+            raise self.refuse("a subquery in FROM with aggregates and no GROUP BY (its one row exists even over no "
+                              "rows) has no incremental form here", node)
+        names, types = binder.output_types(bound)
+        if columns is not None:
+            if len(columns) != len(names):
+                raise self.refuse(f"the alias names {len(columns)} columns; the subquery has {len(names)}", node)
+            names = columns
+        cols = []
+        for n, (t, scale) in zip(names, types, strict=True):
+            col = ident_stem(n) if not n.startswith("__") else n
+            if any(c.name == col for c in cols):
+                raise self.refuse(f"the nested query has two columns named {col}; name them apart with AS", node)
+            cols.append(Column(col, t, True, 38 if t == DECIMAL else None, scale if t == DECIMAL else None))
+        self.relations.extend(binder.relations)
+        self.relations.append((name, replace(bound, name=name, nonempty=nonempty)))
+        self.schema = binder.schema.with_relation(Relation(name, tuple(cols), derived=True))
+        return name
+
+    def output_types(self, bound) -> tuple[list[str], list[tuple[str, int]]]:
+        """The bound view's output columns: names and (type, digits after the point)."""
+        kinds: dict[str, tuple[str, int]] = {}
+        for o in bound.outputs:
+            if o.kind == "group" or o.kind in ("min", "max", "sum_distinct"):
+                kind, scale = self.m3_type(Var(o.var))
+                kinds[o.name] = (kind or INT, scale)
+            elif o.kind in ("count", "count_distinct"):
+                kinds[o.name] = (INT, 0)
+            elif o.kind in ("avg", "avg_distinct"):
+                kinds[o.name] = (FLOAT, 0)
+            else:  # sum: the summed polynomial's type
+                kind = INT
+                for m in o.value:
+                    for x in [m.coef, *(e for _, e in m.factors)]:
+                        k, _ = self.m3_type(x)
+                        if k in (INT, DECIMAL, FLOAT):
+                            kind = promote(kind, k)
+                kinds[o.name] = (kind, DECIMAL_SCALE if kind == DECIMAL else 0)
+        if bound.finish is None:
+            visible = [o.name for o in bound.outputs if not o.hidden]
+            return visible, [kinds[n] for n in visible]
+        plain = {n: k for n, (k, _) in kinds.items()}
+        out = []
+        for n, e in bound.finish.select:
+            t = type_of(e, plain)
+            if t not in (INT, DECIMAL, FLOAT, STRING, DATE, BOOL):
+                raise self.refuse(f"the nested query's column {n} has no type (a NULL constant)")
+            scale = kinds[e.name][1] if isinstance(e, Ref) and e.name in kinds else (DECIMAL_SCALE if t == DECIMAL else 0)
+            out.append((t, scale))
+        return [n for n, _ in bound.finish.select], out
