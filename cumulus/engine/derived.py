@@ -21,7 +21,13 @@ import time
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.apply import ApplyRecord, batch_commit, record_written, save_record, write_deltas
+from cumulus.engine.apply import (
+    ApplyRecord,
+    batch_commit,
+    record_written,
+    save_record,
+    write_deltas,
+)
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.sql.mapsql import plan_sql
 from cumulus.store.maps import COMPACTED_SOURCE, maps_table, summed

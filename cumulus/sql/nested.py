@@ -32,7 +32,18 @@ from sqlglot import exp
 
 from cumulus.errors import UnsupportedSQLError
 from cumulus.m3.ast import Var
-from cumulus.schema import BOOL, DATE, DECIMAL, DECIMAL_SCALE, FLOAT, INT, STRING, Column, Relation, promote
+from cumulus.schema import (
+    BOOL,
+    DATE,
+    DECIMAL,
+    DECIMAL_SCALE,
+    FLOAT,
+    INT,
+    STRING,
+    Column,
+    Relation,
+    promote,
+)
 from cumulus.sql.readtime import Ref, type_of
 from cumulus.sql.rewrite import CMP, has_aggregate, ident_stem, inside, merge_from_subqueries, parts
 

@@ -14,8 +14,8 @@ values, 0/1 filter indicators and map lookups, so it is restricted M3 by constru
 from __future__ import annotations
 
 import itertools
-from typing import Any
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from cumulus.m3.ast import (
     And,

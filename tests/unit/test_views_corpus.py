@@ -14,8 +14,8 @@ from oracle import DuckOracle, assert_view_equals_sql
 
 from cumulus.ingest.dbtoaster import read_events
 from cumulus.ingest.synthetic import generate_events
-from cumulus.sql.derived import Maintainer
 from cumulus.schema import load_schema
+from cumulus.sql.derived import Maintainer
 from cumulus.sql.views import Compilation, compile_views
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
