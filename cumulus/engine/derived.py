@@ -41,6 +41,18 @@ _VIEWS = itertools.count(1)
 DERIVED = "derived"  # the kind of a close's derived-relations commit in cumulus.applies
 
 
+def without_statistics(frame: DataFrame) -> DataFrame:
+    """The frame's rows (materialized once) under a plan without its size estimate. A
+    checkpoint keeps the estimate of the plan it cut, which for a rebuild's deltas is a
+    product over every join of the evaluation; the joins of a derived relation's view
+    over it multiply it again, and Spark spent minutes multiplying those numbers."""
+    from pyspark.sql import DataFrame as Frame
+
+    rows = frame.localCheckpoint()
+    spark = rows.sparkSession
+    return Frame(spark._jsparkSession.createDataFrame(rows._jdf.rdd(), rows._jdf.schema()), spark)
+
+
 def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
     typed as its columns."""
@@ -74,7 +86,6 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame) -> Data
         events = diff(relation_rows(plan, name, before), relation_rows(plan, name, state)).localCheckpoint()
         if events.isEmpty():
             continue
-        log.info("derived relation %s: %d changed row(s)", name, events.count())
         only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
         deltas = evaluate_batch(only, {name: events}, state)
         if deltas is not None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
-from cumulus.engine.derived import derived_deltas
+from cumulus.engine.derived import derived_deltas, without_statistics
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
@@ -180,7 +180,7 @@ def evaluate_from_base(
     nothing = spark.table(maps_table(settings)).where(F.lit(False))
     values = evaluate_batch(plan, events, nothing, from_empty=True)
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
-        values = values.localCheckpoint() if values is not None else None
+        values = without_statistics(values) if values is not None else None
         state = nothing if values is None else nothing.unionByName(values, allowMissingColumns=True)
         nested = derived_deltas(plan, nothing, state)
         if nested is not None:

@@ -40,7 +40,7 @@ def map_facts(compilation: Compilation) -> dict[str, MapFacts]:
     for name, definition in compilation.maps.items():
         info = compilation.checked.maps[name]
         query = definition.query
-        nonnull = not_null_vars(query, compilation.schema)
+        nonnull = not_null_vars(query, compilation.checked.schema)  # (derived relations too)
         keys = tuple(info.key_names)
         required = tuple(k for k, var in zip(keys, query.keys, strict=True) if var in nonnull)
         out[name] = MapFacts(name, keys, info.type, COUNT if counts_rows(query) else VALUE, required, info)

@@ -33,7 +33,7 @@ def register_expanded_base(
     from cumulus.store.tables import tag_name
 
     names = []
-    for rel in relations.relations if isinstance(relations, Schema) else relations:
+    for rel in relations.base if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)
         tag = tag_name(epoch) if at_tag else None
         rows = base_rows(spark, base_table(settings, rel.name), list(rel.column_names), tag)
@@ -59,7 +59,7 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_
     import sqlglot
     from sqlglot import exp
 
-    relations = {r.name.lower() for r in schema.relations}
+    relations = {r.name.lower() for r in schema.base}
     tree = sqlglot.parse_one(view_sql, read=dialect)
     if unlimited:
         tree.set("limit", None)
