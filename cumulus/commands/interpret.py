@@ -13,6 +13,7 @@ from cumulus.errors import CumulusError
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.m3.interpreter import Interpreter
 from cumulus.output import render, sort_key
+from cumulus.sql.derived import Maintainer
 from cumulus.sql.views import view_rows
 
 log = logging.getLogger("cumulus.interpret")
@@ -23,13 +24,15 @@ def cmd_interpret(args: argparse.Namespace) -> int:
         raise CumulusError("give exactly one of --program PROGRAM.m3 or --view VIEW.sql")
     if args.view:
         compiled = compile_files([args.view], args.schema, args.dialect)
-        checked = compiled.checked
+        checked, schema = compiled.checked, compiled.schema
     else:
         checked = load_program(args.program, args.schema)
-    rows = read_stream(args.events, checked.schema)
+        schema = checked.schema
+    rows = read_stream(args.events, schema)
     log.info("replaying %d events from %s", len(rows), args.events)
     started = time.perf_counter()
-    interp = Interpreter(checked)
+    # A view's nested queries: their derived relations kept after every event.
+    interp: Interpreter | Maintainer = Maintainer(compiled) if args.view else Interpreter(checked)
     for i, row in enumerate(rows, 1):
         try:
             interp.process(row.event)

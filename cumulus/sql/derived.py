@@ -27,14 +27,15 @@ def changes(old: Counter, new: Counter) -> list[tuple[str, tuple]]:
 
 class Maintainer:
     """The interpreter of a compilation's program, its derived relations kept up to date
-    after every event (`process`); `interp` holds the maps."""
+    after every event (`process`); `interp` holds the maps. Only the groups the event
+    touched are read again: every map of a derived relation's view is keyed by its group
+    variables (and a value, for MIN/MAX), so a touched entry names its group."""
 
     def __init__(self, compilation: Compilation):
         self.compilation = compilation
         self.interp = Interpreter(compilation.checked)
-        self.rows: dict[str, Counter] = {name: Counter() for name in compilation.derived}
-        self.reads = {name: set(plan.maps) for name, plan in compilation.derived.items()}
-        self.settle(force=True)  # a group-less nested aggregate has a row over nothing
+        self.rows: dict[str, dict[tuple, Counter]] = {name: {} for name in compilation.derived}
+        self.uses = {name: _group_positions(plan) for name, plan in compilation.derived.items()}
 
     @property
     def checked(self):
@@ -56,19 +57,28 @@ class Maintainer:
             self.process(e)
         return self
 
-    def settle(self, force: bool = False) -> None:
-        """Bring every derived relation's rows up to date with the maps (those whose maps
-        the last events touched, or all when `force`)."""
+    def settle(self) -> None:
+        """Bring the derived relations' groups the last events touched up to date (each
+        after those it reads: its own events touch the groups of the next ones)."""
+        journal = self.interp.journal or {}
         for name, plan in self.compilation.derived.items():
-            touched = self.interp.journal
-            if not force and touched is not None and not any(m in self.reads[name] for m, _ in touched):
-                continue
-            new = Counter(rows_of(plan, self.interp))
-            for sign, row in changes(self.rows[name], new):
-                self.interp.process(Event(sign, name, row))
-            self.rows[name] = new
+            uses = self.uses[name]
+            groups = {tuple(key[p] for p in uses[m]) for m, key in journal if m in uses}
+            for group in groups:
+                def read(m: str, group: tuple = group, uses: dict = uses) -> dict[tuple, object]:
+                    return dict(self.interp.state[m].matching(uses[m], group)) if m in uses else {}
+
+                new = Counter(view_rows(plan, read))
+                for sign, row in changes(self.rows[name].get(group, Counter()), new):
+                    self.interp.process(Event(sign, name, row))
+                if new:
+                    self.rows[name][group] = new
+                else:
+                    self.rows[name].pop(group, None)
         self.interp.journal = None
 
 
-def rows_of(plan: ViewPlan, interp: Interpreter) -> list[tuple]:
-    return view_rows(plan, interp.entries)
+def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:
+    """Per map the view reads, the positions of the group variables in its keys."""
+    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
+    return {u.map: tuple(u.keys.index(g) for g in plan.group) for u in uses}

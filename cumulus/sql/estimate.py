@@ -7,8 +7,9 @@ A map is `SUM value GROUP BY keys` over a join of atoms. Its entries are at most
 - the join's size, estimated as usual (the relations' rows over, per variable shared by
   k atoms, its distinct values to the power k - 1);
 - the rows of an atom that holds every key (the compiler's guard: one entry per tuple).
-The least of the three is the estimate. Filters are not counted (they only remove), so
-it is an upper estimate; a derived key (EXTRACT(YEAR FROM d), a CASE) has at most its
+The least of the three is the estimate. A filter `column = constant` (also under AND)
+keeps 1/distinct of its relation's rows, as if values were uniform (TPC-H Q8's one part
+type of 150); other filters are not counted (they only remove); a derived key (EXTRACT(YEAR FROM d), a CASE) has at most its
 atom's rows and its columns' distinct values."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cumulus.errors import ConfigError
-from cumulus.m3.ast import Call, Const, Expr, If, variables
+from cumulus.m3.ast import And, Call, Cmp, Cond, Const, Expr, If, Var, variables
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Query
 from cumulus.sql.views import Compilation
@@ -92,7 +93,8 @@ def map_entries(q: Query, stats: Statistics, schema: Schema) -> int:
         rows = float(stats.rows.get(q.atoms[derived.atom].relation, 1))
         return max(1.0, min(rows, math.prod(ndv(v) for v in variables(derived.expr)), _values(derived.expr)))
 
-    rows = [max(1, stats.rows.get(a.relation, 0)) for a in q.atoms]
+    rows = [max(1.0, stats.rows.get(a.relation, 0) * math.prod(_kept(c, ndv) for i, c in q.conds if i == n))
+            for n, a in enumerate(q.atoms)]
     join = float(math.prod(rows))
     for v in set().union(*(q.atom_vars(i) for i in range(len(q.atoms)))):
         k = sum(v in q.atom_vars(i) for i in range(len(q.atoms)))
@@ -101,6 +103,18 @@ def map_entries(q: Query, stats: Statistics, schema: Schema) -> int:
     by_keys = math.prod(ndv(k) for k in q.keys)
     guards = [float(rows[i]) for i in range(len(q.atoms)) if set(q.keys) <= q.atom_vars(i)]
     return int(max(0.0, min([join, by_keys, *guards])))
+
+
+def _kept(c: Cond, ndv) -> float:
+    """The share of an atom's rows a filter keeps: 1/distinct for `column = constant`
+    (conjuncts multiply), all of them otherwise."""
+    if isinstance(c, And):
+        return _kept(c.left, ndv) * _kept(c.right, ndv)
+    if isinstance(c, Cmp) and c.op == "=":
+        var = c.left if isinstance(c.right, Const) else c.right if isinstance(c.left, Const) else None
+        if isinstance(var, Var):
+            return 1.0 / ndv(var.name)
+    return 1.0
 
 
 def _values(e: Expr) -> float:

@@ -63,9 +63,12 @@ def _explain_view(compiled: Compilation, plan: ViewPlan) -> str:
     needed = sorted(m for m, users in sharing.items() if plan.name in users)
     lines = [f"view {plan.name}: maintained incrementally ({len(needed)} maps, updated by each event's deltas)"]
     lines += _described(plan)
-    read = set(plan.maps)
-    lines.append(f"  reads at query time: {', '.join(m for m in plan.maps)}")
-    through = [m for m in needed if m not in read]
+    nested = {m for _, d in plan.relations for m in d.maps}
+    read = [m for m in plan.maps if m not in nested]
+    lines.append(f"  reads at query time: {', '.join(read)}")
+    through = [m for m in needed if m not in read and m not in nested]
+    if nested:
+        lines.append(f"  read at each close for its nested queries: {', '.join(m for m in plan.maps if m in nested)}")
     if through:
         lines.append(f"  kept for it through deltas: {', '.join(through)}")
     shared = [f"{m} (with {', '.join(u for u in sharing[m] if u != plan.name)})" for m in needed if len(sharing[m]) > 1]
@@ -111,6 +114,11 @@ def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
     for sub in plan.subviews:
         out.append(f"  subquery {sub.name}: maintained as a view of its own, its rows read at read time")
         out += ["  " + line for line in _described(sub)]
+    for name, d in plan.relations:
+        columns = ", ".join(n for n, _ in d.final.select)
+        out.append(f"  nested query {name}({columns}): a derived relation joined like a relation, maintained as a "
+                   "view of its own; the groups an epoch changed are its events at the close")
+        out += ["  " + line for line in _described(d)]
     return [indent + line[2:] for line in out]
 
 
