@@ -177,8 +177,8 @@ def check_state(spark: SparkSession, settings: Settings, compiled: Compilation, 
     bound = float(settings.max_entries_per_base_row)
     if bound <= 0:
         return
-    relations = {r for m in compiled.maps.values() for r in m.query.relations}
-    columns = {r: compiled.schema.relation(r).column_names for r in relations}
+    relations = {r for m in compiled.maps.values() for r in m.query.relations if r not in compiled.derived}
+    columns = {r: compiled.schema.relation(r).column_names for r in relations}  # (a derived one: estimated from its view)
     stats = base_statistics(spark, settings, columns, epoch)
     view = estimate(compiled, stats)[name]
     log.info("view %s: its maps would hold about %d entries (%.2f per base row)", name, view.entries, view.per_base_row)
