@@ -177,8 +177,33 @@ class NestedBinder:
                 f"{bad.key.upper()}) has no incremental form here", sub)
         corr = self.correlations(inner)
         alias = self.join_derived(self.decorrelated(inner, corr, [exp.alias_(value.copy(), VALUE)]), sub)
-        sub.replace(exp.column(VALUE, alias))
+        column = exp.column(VALUE, alias)
+        other = c.expression if c.this is sub else c.this if c.expression is sub else None
+        if isinstance(c, exp.EQ) and not (isinstance(other, exp.Column) and self.same_type(other, alias)):
+            # not a join on one value of one type (x = 2 * (SELECT ...), an INT = an AVG):
+            # the comparison as a range of width zero, tested across the join
+            sub.replace(column)
+            x, v = c.this, c.expression
+            return [exp.GTE(this=x.copy(), expression=v.copy()), exp.LTE(this=x.copy(), expression=v.copy()),
+                    *self.key_equalities(corr, alias)]
+        sub.replace(column)
         return [c, *self.key_equalities(corr, alias)]
+
+    def same_type(self, col: exp.Column, alias: str) -> bool:
+        """Whether an outer column has the type of the derived relation's value (so that
+        `col = value` can be a join: one key type)."""
+        value = self.schema.relation(alias).column(VALUE)
+        owners = []
+        for holder in [self.outer_select.args.get("from"), *(self.outer_select.args.get("joins") or [])]:
+            t = holder.this if holder is not None else None
+            if isinstance(t, exp.Table) and t.name.lower() in self.schema:
+                rel = self.schema.relation(t.name.lower())
+                if (col.table and col.table.lower() == (t.alias_or_name or "").lower()) or \
+                        (not col.table and col.name.lower() in rel.column_names):
+                    owners.append(rel)
+        if len(owners) != 1 or col.name.lower() not in owners[0].column_names:
+            return False
+        return owners[0].column(col.name).type == value.type
 
     def semijoin(self, sub: exp.Expression, lhs: list[exp.Expression], node: exp.Expression) -> list[exp.Expression]:
         """EXISTS (sub) or lhs IN (sub): a join with the distinct correlation values of
@@ -260,6 +285,15 @@ class NestedBinder:
                     continue
             raise self.refuse(f"a correlated condition other than inner = outer ({self.text_of(c)}) has no "
                               "incremental form here", c)
+        for nested in q.find_all(exp.Select):  # a subquery of q naming a column of neither q nor itself
+            if nested is q:
+                continue
+            own = self.scope_columns(nested)
+            for col in nested.find_all(exp.Column):
+                if self.is_outer(col, own) and self.is_outer(col, scope) and not any(
+                        inside(col, s) for s in nested.find_all(exp.Select) if s is not nested):
+                    raise self.refuse(f"a subquery correlated with a query two levels out ({self.text_of(col)}) has "
+                                      "no incremental form here", col)
         for key in ("expressions", "having", "group", "joins"):
             value = q.args.get(key)
             for node in (value if isinstance(value, list) else [value] if value is not None else []):

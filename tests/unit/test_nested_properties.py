@@ -28,6 +28,10 @@ VIEWS = [
     ("scalar_correlated", "SELECT r.a, COUNT(*) AS n FROM r WHERE r.a < (SELECT AVG(s.c) FROM s WHERE s.b = r.b) "
                           "GROUP BY r.a"),
     ("scalar", "SELECT COUNT(*) AS n, SUM(r.a) AS t FROM r WHERE r.b >= (SELECT MAX(t.d) FROM t) - 1"),
+    ("equal_to_average", "SELECT r.a, COUNT(*) AS n FROM r WHERE r.a = (SELECT AVG(t.d) FROM t WHERE t.c = r.b) "
+                         "GROUP BY r.a"),
+    ("equal_to_max", "SELECT s.c, COUNT(*) AS n FROM s WHERE s.b = (SELECT MAX(r.b) FROM r WHERE r.a = s.c) "
+                     "GROUP BY s.c"),
     ("from_grouped", "SELECT x.c_sum, COUNT(*) AS n FROM (SELECT s.c, SUM(s.b) AS c_sum FROM s GROUP BY s.c) x "
                      "GROUP BY x.c_sum"),
     ("aggregate_of_aggregates", "SELECT SUM(x.n) AS total, MAX(x.n) AS most, COUNT(*) AS groups "
