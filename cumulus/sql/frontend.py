@@ -232,7 +232,10 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
     def bind(self, select: exp.Select | None = None) -> BoundView:
         """The view (or, given, a subquery of it: positions stay the view's)."""
         select = self.bind_nested(self.parse() if select is None else select)
-        columns_of = self.columns_of
+
+        def columns_of(relation: str | None) -> tuple[str, ...]:  # (`*` leaves out a subquery's join)
+            return () if relation in self.joined else self.columns_of(relation)
+
         self.merged = natural_and_using(select, columns_of)
         expand_stars(select, columns_of, self.merged)
         self.bag = plain_rows(select)
@@ -273,6 +276,14 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         """Every clause of the SELECT outside the supported SQL, in the order of the checks
         (the first is what binding refuses; `explain` lists them all)."""
         found: set[str] = set()
+        if not select.args.get("group") and not getattr(self, "bag", False):
+            subs = [n for i in select.expressions for n in i.find_all(exp.Subquery)]
+            outside = [n for i in select.expressions for n in i.find_all(*AGGREGATES)
+                       if not any(inside(n, q) for q in subs)]
+            if subs and not outside:  # rows, each with a subquery's value
+                found.add("subquery")
+                yield self.refuse("a subquery in the SELECT list of a view without aggregates (a value per row) is "
+                                  "not supported", subs[0], "SELECT")
         kept = read_time_subqueries(select)
         for node in select.walk():
             if any(node is k or inside(node, k) for k in kept):

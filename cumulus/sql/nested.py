@@ -115,6 +115,7 @@ class NestedBinder:
     def bind_nested(self, select: exp.Select) -> exp.Select:
         self.relations: list[tuple[str, object]] = []
         self.derived_count = 0
+        self.joined: set[str] = set()  # derived relations standing for a subquery of WHERE (not in `*`)
         select = merge_from_subqueries(inline_ctes(select))
         self.outer_select = select
         for holder in [select.args.get("from"), *(select.args.get("joins") or [])]:
@@ -329,7 +330,8 @@ class NestedBinder:
         Without GROUP BY, its row exists only over rows (`nonempty`): it stands for a
         comparison with NULL (or EXISTS over nothing), which holds for no outer row."""
         name = self.derive(q, node, nonempty=True)
-        alias = f"{name}"
+        self.joined.add(name)
+        alias = name
         select = self.outer_select
         select.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(name),
                                                        alias=exp.TableAlias(this=exp.to_identifier(alias)))))

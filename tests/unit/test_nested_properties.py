@@ -42,6 +42,17 @@ VIEWS = [
                  "SELECT r.a, tot.total FROM r, tot WHERE r.b = tot.b AND tot.total = (SELECT MAX(total) FROM tot)"),
     ("in_having", "SELECT r.a, COUNT(*) AS n FROM r WHERE r.b IN (SELECT s.b FROM s GROUP BY s.b "
                   "HAVING SUM(s.c) > 2) GROUP BY r.a"),
+    ("rows_exists", "SELECT r.a, r.b FROM r WHERE EXISTS (SELECT s.b FROM s WHERE s.b = r.b)"),
+    ("rows_over_average", "SELECT * FROM r WHERE r.a > (SELECT AVG(s.b) FROM s)"),
+    ("in_correlated_with_another", "SELECT SUM(r.a * t.d) AS w FROM r, t WHERE r.b IN "
+                                   "(SELECT s.b FROM s WHERE s.c = t.c)"),
+    ("sum_over_having", "SELECT SUM(x.c) AS total FROM (SELECT r.a, COUNT(*) AS c FROM r GROUP BY r.a "
+                        "HAVING COUNT(*) > 1) x"),
+    ("filter_over_grouped", "SELECT COUNT(*) AS n FROM (SELECT r.a, SUM(r.b) AS sb FROM r GROUP BY r.a) x "
+                            "WHERE x.sb > 2"),
+    ("distinct_in", "SELECT DISTINCT r.a FROM r WHERE r.b IN (SELECT t.c FROM t)"),
+    ("two_grouped_joined", "SELECT x.a, y.c FROM (SELECT r.a, SUM(r.b) AS s1 FROM r GROUP BY r.a) x, "
+                           "(SELECT s.c, SUM(s.b) AS s2 FROM s GROUP BY s.c) y WHERE x.s1 = y.s2"),
     ("nested_in", "SELECT COUNT(*) AS n FROM r WHERE r.a IN (SELECT s.b FROM s WHERE s.c IN "
                   "(SELECT t.c FROM t WHERE t.d > 1) AND s.b > (SELECT SUM(t.d) FROM t WHERE t.c = s.c) / 4)"),
 ]
