@@ -205,6 +205,20 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         hits = self.keyword_offsets(keyword)
         return self.position(hits[nth]) if len(hits) > nth else None
 
+    @property
+    def stem(self) -> str:
+        """What the names of this query's maps and nested views start with."""
+        return getattr(self, "view_stem", ident_stem(self.name))
+
+    def child(self, stem: str) -> _Binder:
+        """A binder for a nested query of this one (a subquery's view, a derived relation):
+        the same text and tokens (positions stay the view's), the schema so far, its
+        names under `stem`."""
+        binder = _Binder(self.sql, self.schema, self.name, self.dialect)
+        binder.tokens = self.tokens
+        binder.view_stem = stem
+        return binder
+
     def refuse_kw(self, what: str, keyword: str, nth: int = 0) -> UnsupportedSQLError:
         return UnsupportedSQLError(what, self.keyword_pos(keyword, nth), self.sql, len(keyword))
 

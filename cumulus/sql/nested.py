@@ -178,16 +178,14 @@ class NestedBinder:
                 f"{bad.key.upper()}) has no incremental form here", sub)
         corr = self.correlations(inner)
         alias = self.join_derived(self.decorrelated(inner, corr, [exp.alias_(value.copy(), VALUE)]), sub)
-        column = exp.column(VALUE, alias)
         other = c.expression if c.this is sub else c.this if c.expression is sub else None
+        sub.replace(exp.column(VALUE, alias))
         if isinstance(c, exp.EQ) and not (isinstance(other, exp.Column) and self.same_type(other, alias)):
             # not a join on one value of one type (x = 2 * (SELECT ...), an INT = an AVG):
             # the comparison as a range of width zero, tested across the join
-            sub.replace(column)
             x, v = c.this, c.expression
             return [exp.GTE(this=x.copy(), expression=v.copy()), exp.LTE(this=x.copy(), expression=v.copy()),
                     *self.key_equalities(corr, alias)]
-        sub.replace(column)
         return [c, *self.key_equalities(corr, alias)]
 
     def same_type(self, col: exp.Column, alias: str) -> bool:
@@ -342,11 +340,8 @@ class NestedBinder:
                nonempty: bool = False) -> str:
         """Bind `inner` as a derived relation (a view of its own); its name."""
         self.derived_count += 1
-        stem = getattr(self, "view_stem", ident_stem(self.name))
-        name = f"{stem}__d{self.derived_count}"
-        binder = type(self)(self.sql, self.schema, self.name, self.dialect)  # type: ignore[call-arg]
-        binder.tokens = self.tokens
-        binder.view_stem = name
+        name = f"{self.stem}__d{self.derived_count}"
+        binder = self.child(name)
         bound = binder.bind(inner)
         f = bound.finish
         if f is not None and (f.order or f.limit is not None or f.offset):

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from cumulus.sql.rewrite import has_aggregate, ident_stem, inside, parts
+from cumulus.sql.rewrite import has_aggregate, inside, parts
 
 
 def read_time_subqueries(select: exp.Select) -> list[exp.Subquery]:
@@ -53,16 +53,12 @@ class SubqueryBinder:
                     f"({self.text_of(sub)})", col)
         if kind == "in" and not inner.args.get("group") and not has_aggregate(inner.expressions[0]):
             inner.set("group", exp.Group(expressions=[inner.expressions[0].copy()]))  # IN reads a set
-        binder = type(self)(self.sql, self.schema, self.name, self.dialect)  # type: ignore[call-arg]
-        binder.tokens = self.tokens
-        binder.view_stem = f"{getattr(self, 'view_stem', ident_stem(self.name))}__sub{len(self.subviews) + 1}"
-        bound = binder.bind(inner)
+        name = f"{self.stem}__sub{len(self.subviews) + 1}"
+        bound = self.child(name).bind(inner)
         f = bound.finish
         if f is not None and (f.order or f.limit is not None or f.offset):
             raise self.refuse(f"ORDER BY, LIMIT or OFFSET in {what} is not supported ({self.text_of(sub)})", sub, "SELECT")
         if kind == "scalar" and bound.group:
             raise self.refuse(f"a scalar subquery must not have GROUP BY: it gives one row ({self.text_of(sub)})", sub, "SELECT")
-        stem = getattr(self, "view_stem", ident_stem(self.name))
-        name = f"{stem}__sub{len(self.subviews) + 1}"
         self.subviews.append((name, replace(bound, name=name)))
         return name
