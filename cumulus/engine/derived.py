@@ -78,6 +78,11 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame) -> Data
     """The deltas of every map from the derived relations' change between the maps'
     state `before` and `after` (rows shaped as maps.entries'); None when none changed
     or the plan has no derived relation. `after` must hold every base event."""
+    from pyspark.sql import functions as F
+
+    # Only the maps the derived relations' views and triggers read, each state read once.
+    needed = [m for name, view in plan.derived.items() for m in (*view.maps, *plan.reads.get(name, ()))]
+    before, after = (s.where(F.col("map").isin(list(dict.fromkeys(needed)))).localCheckpoint() for s in (before, after))
     parts: list[DataFrame] = []
     state = after
     for name in plan.derived:

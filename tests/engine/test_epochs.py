@@ -149,14 +149,18 @@ def test_epochs_over_the_tpch_stream_equal_duckdb_and_the_interpreter(spark, tmp
 @pytest.mark.e2e
 @pytest.mark.corpus
 def test_the_whole_tpch_view_corpus_and_the_constructs_over_two_epochs(spark, tmp_path, capsys) -> None:
-    """Every TPC-H view of the compiler's corpus (tests/fixtures/views/tpch: 24 views,
-    241 maps), the hand-written program, TPC-H queries as written and construct views
+    """The TPC-H views of the compiler's corpus (tests/fixtures/views/tpch: 18 of its 24
+    views), the hand-written program, TPC-H queries as written and construct views
     (ORDER BY/LIMIT, LIKE, a ratio at read time, a merged FROM subquery with an OR across
     nations, COUNT(DISTINCT), HAVING over NULL sums), registered together, through ingest,
     apply/recompute, close and the catalog views over two epochs."""
     corpus = sorted(p.stem for p in (FIXTURES / "views" / "tpch").glob("*.sql"))
     assert len(corpus) >= 24
-    # (TPC-H's queries as written go through the engine in test_full_refresh.py)
+    # TPC-H's queries as written go through the engine in test_full_refresh.py: the
+    # corpus's own forms of Q1, Q3, Q5, Q6, Q10 and Q12 (the same SQL) are left to it here
+    # and to the interpreter's replay (tests/unit/test_views_constructs.py).
+    written = ("q01_", "q03_", "q05_", "q06_", "q10_", "q12_")
+    corpus = [v for v in corpus if not v.startswith(written)]
     constructs = ["tpch_queries/q07_peru_canada", "constructs/distinct_aggregates_by_nation",
                   "constructs/having_null_semantics"]
     run_epochs(spark, tmp_path, capsys, constructs + corpus, epochs=2)  # (the first three read by name too)
