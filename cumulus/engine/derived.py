@@ -55,22 +55,32 @@ def without_statistics(frame: DataFrame) -> DataFrame:
 
 def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
-    typed as its columns."""
+    typed as its columns, with `op`: each row's multiplicity (-1 for the rows of a signed
+    relation's `less` view, NOT EXISTS)."""
+    from pyspark.sql import functions as F
+
     spark = state.sparkSession
     temp = f"__cumulus_state_{next(_VIEWS)}"
     state.createOrReplaceTempView(temp)
-    rows = spark.sql(plan_sql(plan.maps, plan.derived[name], temp))
     relation = plan.checked.schema.relation(name)
-    return rows.toDF(*relation.column_names).selectExpr(
-        *(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
+    view = plan.derived[name]
+    parts = []
+    for part, sign in ((view, 1), (view.less, -1)):
+        if part is None:
+            continue
+        rows = spark.sql(plan_sql(plan.maps, part, temp)).toDF(*relation.column_names)
+        parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
+                     .withColumn("op", F.lit(sign)))
+    return union_all(parts)
 
 
 def diff(old: DataFrame, new: DataFrame) -> DataFrame:
-    """Events (the columns and `op`, a signed multiplicity) turning rows `old` into `new`."""
+    """Events (the columns and `op`, a signed multiplicity) turning the signed rows `old`
+    into `new` (each with its multiplicity `op`)."""
     from pyspark.sql import functions as F
 
-    columns = old.columns
-    both = old.withColumn("op", F.lit(-1)).unionByName(new.withColumn("op", F.lit(1)))
+    columns = [c for c in old.columns if c != "op"]
+    both = old.withColumn("op", -F.col("op")).unionByName(new)
     return both.groupBy(*columns).agg(F.sum("op").cast("int").alias("op")).where(F.col("op") != 0)
 
 

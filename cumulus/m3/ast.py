@@ -191,6 +191,7 @@ FUNCTIONS = {
     "DAY": (("date",), "int"),
     "TO_FLOAT": (("number",), "float"),
     "TO_DECIMAL": (("int",), "decimal"),
+    "SUBSTR": (("string", "int", "int"), "string"),  # SQL's SUBSTRING(s FROM start FOR length), start >= 1
 }
 ARGUMENT_KINDS = {"number": ("int", "decimal", "float")}
 

@@ -125,6 +125,7 @@ _FUNCS = {
     "DAY": lambda d: d.day,
     "TO_FLOAT": float,
     "TO_DECIMAL": Decimal,  # of an int: exact
+    "SUBSTR": lambda s, start, length: s[max(start, 1) - 1:max(start, 1) - 1 + max(length, 0)],  # (start >= 1)
 }
 
 

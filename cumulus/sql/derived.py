@@ -20,9 +20,21 @@ from cumulus.sql.views import Compilation, ViewPlan, view_rows
 
 
 def changes(old: Counter, new: Counter) -> list[tuple[str, tuple]]:
-    """The events that turn the rows `old` into `new`: (sign, row), deletes first."""
-    out = [("-", row) for row, n in (old - new).items() for _ in range(n)]
-    return out + [("+", row) for row, n in (new - old).items() for _ in range(n)]
+    """The events that turn the rows `old` into `new` (signed multiplicities): (sign,
+    row), deletes first."""
+    delta = Counter(new)
+    delta.subtract(old)
+    out = [("-", row) for row, n in delta.items() if n < 0 for _ in range(-n)]
+    return out + [("+", row) for row, n in delta.items() if n > 0 for _ in range(n)]
+
+
+def signed_rows(plan: ViewPlan, read) -> Counter:
+    """A derived relation's rows with their multiplicities: its view's rows, less those
+    of `plan.less` (NOT EXISTS)."""
+    rows = Counter(view_rows(plan, read))
+    if plan.less is not None:
+        rows.subtract(view_rows(plan.less, read))
+    return Counter({row: n for row, n in rows.items() if n})
 
 
 class Maintainer:
@@ -68,7 +80,7 @@ class Maintainer:
                 def read(m: str, group: tuple = group, uses: dict = uses) -> dict[tuple, object]:
                     return dict(self.interp.state[m].matching(uses[m], group)) if m in uses else {}
 
-                new = Counter(view_rows(plan, read))
+                new = signed_rows(plan, read)
                 for sign, row in changes(self.rows[name].get(group, Counter()), new):
                     self.interp.process(Event(sign, name, row))
                 if new:
@@ -79,6 +91,19 @@ class Maintainer:
 
 
 def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:
-    """Per map the view reads, the positions of the group variables in its keys."""
+    """Per map the view reads, the positions of the group variables in its keys. A signed
+    relation's groups are the group columns its two views share (its correlation keys)."""
+    if plan.less is None:
+        return _positions(plan, plan.group)
+    shared = [c.name for c in plan.less.columns if c.kind == "group"]
+    return _positions(plan.less, _vars(plan.less, shared)) | _positions(plan, _vars(plan, shared))
+
+
+def _vars(plan: ViewPlan, columns: list[str]) -> tuple[str, ...]:
+    kinds = {c.name: c for c in plan.columns if c.kind == "group"}
+    return tuple(plan.group[kinds[n].group_index] for n in columns)  # type: ignore[index]
+
+
+def _positions(plan: ViewPlan, group: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
-    return {u.map: tuple(u.keys.index(g) for g in plan.group) for u in uses}
+    return {u.map: tuple(u.keys.index(g) for g in group) for u in uses}

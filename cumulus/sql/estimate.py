@@ -134,11 +134,12 @@ _CALENDAR = {"MONTH": 12.0, "DAY": 31.0}
 
 def estimate(compiled: Compilation, stats: Statistics) -> dict[str, ViewEstimate]:
     """Every view's maps estimated (a map shared by several views counts for each). A
-    derived relation (a nested query) has as many rows as its group-count map entries,
-    each column as many distinct values."""
+    derived relation (a nested query) has as many rows as its group-count map entries
+    (both views' for NOT EXISTS), each column as many distinct values."""
     schema = compiled.checked.schema
     for name, plan in compiled.derived.items():
-        rows = map_entries(compiled.maps[plan.count.map].query, stats, schema)
+        rows = sum(map_entries(compiled.maps[v.count.map].query, stats, schema)
+                   for v in (plan, plan.less) if v is not None)  # (a signed relation: both views' rows)
         stats = Statistics({**stats.rows, name: rows}, {**stats.distinct, **{
             (name, c): rows for c in schema.relation(name).column_names}}, stats.source)
     sizes = {name: map_entries(md.query, stats, schema) for name, md in compiled.maps.items()}

@@ -107,6 +107,7 @@ class BoundView:
     relations: tuple[tuple[str, BoundView], ...] = ()
     schema: Schema | None = None
     nonempty: bool = False  # without GROUP BY: its one row only over at least one row (a derived relation's)
+    less: BoundView | None = None  # a derived relation's rows less these (signed rows: NOT EXISTS)
 
 
 class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
@@ -742,6 +743,8 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             for x in items[1:]:
                 out = If(IsNull(out), x, If(IsNull(x), out, If(self.compare(op, out, x, e), out, x)))
             return out
+        if isinstance(e, exp.Substring):
+            return self.substring(e)
         if isinstance(e, exp.Anonymous) and e.name.lower() in ("date_part", "datepart") and len(e.expressions) == 2:
             part = e.expressions[0]
             unit = part.name.upper() if isinstance(part, (exp.Literal, exp.Var, exp.Column)) else ""
@@ -755,6 +758,22 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         if isinstance(e, exp.Interval):
             raise self.refuse(f"INTERVAL arithmetic is not supported ({self.text_of(e)})", e, "INTERVAL")
         raise self.refuse(f"unsupported expression {self.text_of(e)} ({construct(e)})", e)
+
+    def substring(self, e: exp.Substring) -> Expr:
+        """SUBSTRING(s FROM start [FOR length]) with whole-number constants, start >= 1
+        (engines read a start below 1 differently)."""
+        bounds = []
+        for key in ("start", "length"):
+            node = e.args.get(key)
+            if node is None:
+                bounds.append(Const(2**31 - 1, INT))  # to the end of the string
+                continue
+            value = node.this if isinstance(node, exp.Literal) and not node.is_string else None
+            if value is None or not value.isdigit() or (key == "start" and int(value) < 1):
+                raise self.refuse(f"SUBSTRING's {key} must be a whole number{' from 1' if key == 'start' else ''} "
+                                  f"({self.text_of(e)})", e)
+            bounds.append(Const(int(value), INT))
+        return Call("SUBSTR", (self.scalar(e.this), *bounds))
 
     def cast(self, e: exp.Cast) -> Expr:
         """CAST(x AS t) where every engine gives the same value: to DOUBLE, to an integer

@@ -49,6 +49,7 @@ from cumulus.sql.rewrite import CMP, has_aggregate, ident_stem, inside, merge_fr
 
 KEY = "__k{}"  # the derived relation's correlation columns
 VALUE = "__v"  # a scalar subquery's value
+NULL_FLAG = "__n"  # NOT EXISTS: 1 where some outer correlation value is NULL
 # Aggregates that are NULL over no rows (a correlated scalar subquery over a group with no
 # rows is then unknown in any comparison, as no row of the join is).
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
@@ -100,6 +101,24 @@ def _unaliased(item: exp.Expression) -> exp.Expression:
     return item.this if isinstance(item, exp.Alias) else item
 
 
+def _disj(nodes: list[exp.Expression]) -> exp.Expression:
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = exp.Or(this=out, expression=n)
+    return out
+
+
+def _zero(kind: str) -> exp.Expression:
+    """A constant of the type (a NULL's stand-in in a key, told apart by a flag)."""
+    if kind == STRING:
+        return exp.Literal.string("")
+    if kind == DATE:
+        return exp.Cast(this=exp.Literal.string("1970-01-01"), to=exp.DataType.build("DATE"))
+    if kind == BOOL:
+        return exp.false()
+    return exp.Literal.number(0)
+
+
 def _conj(nodes: list[exp.Expression]) -> exp.Expression | None:
     out = None
     for n in nodes:
@@ -138,10 +157,11 @@ class NestedBinder:
     def unnest(self, c: exp.Expression, select: exp.Select, group_texts: set[str]) -> list[exp.Expression]:
         """A WHERE conjunct with its subquery replaced by a join with a derived relation:
         the conjuncts that stand for it."""
-        if isinstance(c, exp.Not) and isinstance(c.this, (exp.Exists, exp.In)):
-            word = "NOT EXISTS" if isinstance(c.this, exp.Exists) else "NOT IN (subquery)"
-            if isinstance(c.this, exp.Exists) or c.this.args.get("query") is not None:
-                raise self.refuse(f"{word} (an anti-join) has no incremental form here", c, "NOT")
+        if isinstance(c, exp.Not) and isinstance(c.this, exp.Exists):
+            return self.antijoin(c.this.this, c)
+        if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and c.this.args.get("query") is not None:
+            raise self.refuse("NOT IN (subquery) (an anti-join that a NULL on either side turns unknown) has no "
+                              "incremental form here; NOT EXISTS with an equality has", c, "NOT")
         if isinstance(c, exp.Exists):
             return self.semijoin(c.this, [], c)
         if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
@@ -232,6 +252,65 @@ class NestedBinder:
         alias = self.join_derived(rest, node)
         out = [exp.EQ(this=x.copy(), expression=exp.column(KEY.format(0), alias)) for x in lhs]
         return out + self.key_equalities(corr, alias)
+
+    def antijoin(self, sub: exp.Expression, node: exp.Expression) -> list[exp.Expression]:
+        """NOT EXISTS (sub), sub correlated by equalities `inner = outer` with columns of one
+        outer relation R: a join with a derived relation N of signed rows, N = Dom - D. Dom
+        holds each distinct value of R's correlation columns once, D each value the
+        subquery has rows for (as EXISTS's semi-join): an outer row joins N with weight
+        1 - [its value is in D], the anti-join. A NULL outer value matches no inner row,
+        so it must pass: the keys are COALESCE(outer, a constant) with a flag `__n` for
+        "some outer value is NULL" (D's rows have 0), which a NULL can never be joined on."""
+        inner = sub.this if isinstance(sub, exp.Subquery) else sub
+        if not isinstance(inner, exp.Select):
+            raise self.refuse("a subquery must be a SELECT here", node)
+        corr = self.correlations(inner)
+        if not corr:
+            raise self.refuse("NOT EXISTS without a correlation (the outer rows all pass or all fail) is not "
+                              "supported; correlate it with an equality", node, "NOT")
+        owner = None
+        for _, outer, _ in corr:
+            if not isinstance(outer, exp.Column):
+                raise self.refuse(f"NOT EXISTS correlated with an expression ({self.text_of(outer)}) is not "
+                                  "supported; correlate it with a column", node, "NOT")
+            found = self.outer_relation(outer)
+            if found is None or (owner is not None and found != owner):
+                raise self.refuse("NOT EXISTS must be correlated with the columns of one outer relation "
+                                  f"({self.text_of(outer)})", node, "NOT")
+            owner = found
+        alias, relation = owner  # type: ignore[misc]
+        table = exp.Table(this=exp.to_identifier(relation), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        outers = [o for _, o, _ in corr]
+        nulls = [exp.Is(this=o.copy(), expression=exp.Null()) for o in outers]
+        flag = exp.Case(ifs=[exp.If(this=_disj(nulls), true=exp.Literal.number(1))], default=exp.Literal.number(0))
+        keys = [exp.Coalesce(this=o.copy(), expressions=[_zero(self.schema.relation(relation).column(o.name).type)])
+                for o in outers]
+        domain = exp.select(*(exp.alias_(k, KEY.format(n + 1)) for n, k in enumerate(keys)),
+                            exp.alias_(flag.copy(), NULL_FLAG)).from_(table)
+        domain.set("group", exp.Group(expressions=[k.copy() for k in keys] + [flag.copy()]))
+        present = self.decorrelated(inner, corr, [], group=True)
+        nonnull = [exp.Not(this=exp.Is(this=i.copy(), expression=exp.Null())) for i, _, _ in corr]
+        where = present.args.get("where")
+        present.set("where", exp.Where(this=_conj(([where.this] if where is not None else []) + nonnull)))
+        present.append("expressions", exp.alias_(exp.Literal.number(0), NULL_FLAG))
+        name = self.derive(domain, node, less=present)
+        self.joined.add(name)
+        self.outer_select.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(name),
+                                                                   alias=exp.TableAlias(this=exp.to_identifier(name)))))
+        return [*(exp.EQ(this=k.copy(), expression=exp.column(KEY.format(n + 1), name)) for n, k in enumerate(keys)),
+                exp.EQ(this=flag.copy(), expression=exp.column(NULL_FLAG, name))]
+
+    def outer_relation(self, col: exp.Column) -> tuple[str, str] | None:
+        """(alias, relation) of the outer query's one relation that has column `col`."""
+        found = []
+        for holder in [self.outer_select.args.get("from"), *(self.outer_select.args.get("joins") or [])]:
+            t = holder.this if holder is not None else None
+            if isinstance(t, exp.Table) and t.name.lower() in self.schema:
+                alias, rel = (t.alias_or_name or "").lower(), t.name.lower()
+                named = col.table.lower() == alias if col.table else True
+                if named and col.name.lower() in self.schema.relation(rel).column_names:
+                    found.append((alias, rel))
+        return found[0] if len(found) == 1 else None
 
     # -- correlation
     def scope_columns(self, q: exp.Select) -> tuple[set[str], set[str]]:
@@ -337,12 +416,22 @@ class NestedBinder:
 
     # -- binding a derived relation
     def derive(self, inner: exp.Select, node: exp.Expression, columns: list[str] | None = None,
-               nonempty: bool = False) -> str:
-        """Bind `inner` as a derived relation (a view of its own); its name."""
+               nonempty: bool = False, less: exp.Select | None = None) -> str:
+        """Bind `inner` as a derived relation (a view of its own); its name. With `less`,
+        the relation's rows are inner's less those of `less` (signed: NOT EXISTS)."""
         self.derived_count += 1
         name = f"{self.stem}__d{self.derived_count}"
         binder = self.child(name)
         bound = binder.bind(inner)
+        if less is not None:
+            other = self.child(f"{name}_less")
+            bound_less = other.bind(less)
+            if other.output_types(bound_less) != binder.output_types(bound):
+                raise self.refuse("NOT EXISTS correlates columns of two types; compare them as one type "
+                                  f"({binder.output_types(bound)[1]} and {other.output_types(bound_less)[1]})", node,
+                                  "NOT")
+            self.relations.extend(other.relations)
+            bound = replace(bound, less=replace(bound_less, name=f"{name}_less"))
         f = bound.finish
         if f is not None and (f.order or f.limit is not None or f.offset):
             raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)

@@ -39,6 +39,8 @@ def expr_sql(e: Expr, ref, exact: bool = False) -> str:
     if isinstance(e, Call):
         if e.func in CASTS:
             return f"CAST({sql(e.args[0])} AS {CASTS[e.func]})"
+        if e.func == "SUBSTR":  # (Spark's and DuckDB's alike for a start >= 1)
+            return f"substring({', '.join(sql(a) for a in e.args)})"
         if exact:
             return f"CAST({SPARK_FUNCTIONS[e.func]}({sql(e.args[0])}) AS BIGINT)"
         return f"EXTRACT({e.func} FROM {sql(e.args[0])})"

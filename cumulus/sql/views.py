@@ -72,6 +72,9 @@ class ViewPlan:
     # Without GROUP BY, the one row only over at least one row (a derived relation made
     # from a subquery in WHERE: over no rows, its NULL compares as no row does).
     nonempty: bool = False
+    # A derived relation of signed rows (NOT EXISTS, cumulus/sql/nested.py): this plan's
+    # rows, less those of `less` (each with multiplicity -1).
+    less: ViewPlan | None = None
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -117,6 +120,7 @@ class ViewPlan:
         """The maps the view reads (its subqueries' too)."""
         uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
         nested = [m for s in self.subviews for m in s.maps] + [m for _, d in self.relations for m in d.maps]
+        nested += self.less.maps if self.less is not None else []
         return tuple(dict.fromkeys([u.map for u in uses] + nested))
 
 
@@ -219,7 +223,8 @@ class _ViewBuilder:
         subviews = tuple(_ViewBuilder(self.c, sub).build() for _, sub in v.subviews)
         plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
                         filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews, bag=v.bag,
-                        relations=tuple(relations), nonempty=v.nonempty)
+                        relations=tuple(relations), nonempty=v.nonempty,
+                        less=_ViewBuilder(self.c, v.less).build() if v.less is not None else None)
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)
@@ -289,7 +294,8 @@ _LOCK = threading.Lock()  # the warm engine's requests run in threads
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
     return replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
                    subviews=tuple(_typed_plan(checked, s) for s in plan.subviews),
-                   relations=tuple((n, _typed_plan(checked, d)) for n, d in plan.relations))
+                   relations=tuple((n, _typed_plan(checked, d)) for n, d in plan.relations),
+                   less=_typed_plan(checked, plan.less) if plan.less is not None else None)
 
 
 def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:

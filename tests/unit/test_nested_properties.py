@@ -55,6 +55,16 @@ VIEWS = [
                            "(SELECT s.c, SUM(s.b) AS s2 FROM s GROUP BY s.c) y WHERE x.s1 = y.s2"),
     ("nested_in", "SELECT COUNT(*) AS n FROM r WHERE r.a IN (SELECT s.b FROM s WHERE s.c IN "
                   "(SELECT t.c FROM t WHERE t.d > 1) AND s.b > (SELECT SUM(t.d) FROM t WHERE t.c = s.c) / 4)"),
+    ("not_exists", "SELECT r.a, SUM(r.b) AS t, COUNT(*) AS n FROM r WHERE NOT EXISTS "
+                   "(SELECT * FROM s WHERE s.b = r.b AND s.c > 1) GROUP BY r.a"),
+    ("not_exists_two_keys", "SELECT r.b, MIN(r.a) AS lo FROM r WHERE NOT EXISTS "
+                            "(SELECT * FROM s WHERE s.b = r.a AND s.c = r.b) GROUP BY r.b"),
+    ("not_exists_rows_joined", "SELECT r.a, t.d FROM r, t WHERE r.b = t.c AND NOT EXISTS "
+                               "(SELECT s.c FROM s WHERE s.c = t.d)"),
+    ("not_exists_and_exists", "SELECT COUNT(*) AS n FROM s WHERE EXISTS (SELECT * FROM r WHERE r.a = s.b) "
+                              "AND NOT EXISTS (SELECT * FROM t WHERE t.c = s.c AND t.d > 1)"),
+    ("not_exists_self", "SELECT COUNT(DISTINCT r.b) AS n FROM r WHERE NOT EXISTS "
+                        "(SELECT * FROM r r2 WHERE r2.a = r.b)"),
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 EXAMPLES = int(os.environ.get("CUMULUS_PROPERTY_EXAMPLES", "60"))  # more for a soak, e.g. 3000
