@@ -56,7 +56,7 @@ def without_statistics(frame: DataFrame) -> DataFrame:
 def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
     typed as its columns, with `op`: each row's multiplicity (-1 for the rows of a signed
-    relation's `less` view, NOT EXISTS)."""
+    relation's `less` views: anti-joins)."""
     from pyspark.sql import functions as F
 
     spark = state.sparkSession
@@ -65,9 +65,7 @@ def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     relation = plan.checked.schema.relation(name)
     view = plan.derived[name]
     parts = []
-    for part, sign in ((view, 1), (view.less, -1)):
-        if part is None:
-            continue
+    for part, sign in ((view, 1), *((less, -1) for less in view.less)):
         rows = spark.sql(plan_sql(plan.maps, part, temp)).toDF(*relation.column_names)
         parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
                      .withColumn("op", F.lit(sign)))

@@ -30,10 +30,10 @@ def changes(old: Counter, new: Counter) -> list[tuple[str, tuple]]:
 
 def signed_rows(plan: ViewPlan, read) -> Counter:
     """A derived relation's rows with their multiplicities: its view's rows, less those
-    of `plan.less` (NOT EXISTS)."""
+    of each view of `plan.less` (NOT EXISTS, NOT IN)."""
     rows = Counter(view_rows(plan, read))
-    if plan.less is not None:
-        rows.subtract(view_rows(plan.less, read))
+    for less in plan.less:
+        rows.subtract(view_rows(less, read))
     return Counter({row: n for row, n in rows.items() if n})
 
 
@@ -93,10 +93,15 @@ class Maintainer:
 def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:
     """Per map the view reads, the positions of the group variables in its keys. A signed
     relation's groups are the group columns its two views share (its correlation keys)."""
-    if plan.less is None:
+    if not plan.less:
         return _positions(plan, plan.group)
-    shared = [c.name for c in plan.less.columns if c.kind == "group"]
-    return _positions(plan.less, _vars(plan.less, shared)) | _positions(plan, _vars(plan, shared))
+    parts = (plan, *plan.less)
+    grouped = [{c.name for c in p.columns if c.kind == "group"} for p in parts]
+    shared = sorted(set.intersection(*grouped))
+    out: dict[str, tuple[int, ...]] = {}
+    for p in parts:
+        out |= _positions(p, _vars(p, shared))
+    return out
 
 
 def _vars(plan: ViewPlan, columns: list[str]) -> tuple[str, ...]:

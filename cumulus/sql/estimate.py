@@ -139,7 +139,7 @@ def estimate(compiled: Compilation, stats: Statistics) -> dict[str, ViewEstimate
     schema = compiled.checked.schema
     for name, plan in compiled.derived.items():
         rows = sum(map_entries(compiled.maps[v.count.map].query, stats, schema)
-                   for v in (plan, plan.less) if v is not None)  # (a signed relation: both views' rows)
+                   for v in (plan, *plan.less))  # (a signed relation: every view's rows)
         stats = Statistics({**stats.rows, name: rows}, {**stats.distinct, **{
             (name, c): rows for c in schema.relation(name).column_names}}, stats.source)
     sizes = {name: map_entries(md.query, stats, schema) for name, md in compiled.maps.items()}

@@ -119,10 +119,10 @@ def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
         out.append(f"  nested query {name}({columns}): a derived relation joined like a relation, maintained as a "
                    "view of its own; the groups an epoch changed are its events at the close")
         out += ["  " + line for line in _described(d)]
-        if d.less is not None:
-            out.append(f"  less the rows of {d.less.name} (NOT EXISTS: each outer value once, less those the "
-                       "subquery has rows for)")
-            out += ["  " + line for line in _described(d.less)]
+        for less in d.less:
+            out.append(f"  less the rows of {less.name} (an anti-join: each outer value once, less those the "
+                       "subquery rules out)")
+            out += ["  " + line for line in _described(less)]
     return [indent + line[2:] for line in out]
 
 

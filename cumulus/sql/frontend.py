@@ -107,7 +107,7 @@ class BoundView:
     relations: tuple[tuple[str, BoundView], ...] = ()
     schema: Schema | None = None
     nonempty: bool = False  # without GROUP BY: its one row only over at least one row (a derived relation's)
-    less: BoundView | None = None  # a derived relation's rows less these (signed rows: NOT EXISTS)
+    less: tuple[BoundView, ...] = ()  # a derived relation's rows less these views' (signed rows: anti-joins)
 
 
 class _Binder(SelectBinder, SubqueryBinder, NestedBinder):

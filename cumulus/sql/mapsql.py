@@ -214,6 +214,7 @@ class _Builder:
         self.subviews = {view_key(s.name): self.subview_cte(s) for s in plan.subviews}
         if plan.finish is not None:  # the maintained columns and group keys, then the read-time layer
             columns += [f"g.{quote(g)} AS `__group{i}`" for i, g in enumerate(plan.group)]
+            columns = columns or ["1 AS `__one`"]  # (constants only, read once per group: DISTINCT 0 ...)
             select = ["SELECT " + ",\n       ".join(columns), f"FROM {self.prefix}groups g"]
             select += [self.join_line(j) for j in self.joins.values()]
             self.ctes[f"{self.prefix}base"] = "\n    ".join(select)

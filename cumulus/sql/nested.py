@@ -19,10 +19,12 @@ What the front end rewrites into derived relations, before binding the outer que
 - `EXISTS (SELECT ...)` correlated by equalities, and `x IN (SELECT y ...)` (correlated or
   not, unless x is a GROUP BY column and the subquery uncorrelated: then a whole group is
   kept or dropped at read time, cumulus/sql/subqueries.py): the distinct values of the
-  correlation columns (and y), joined on them (a semi-join: each outer row once).
+  correlation columns (and y), joined on them (a semi-join: each outer row once);
+- NOT EXISTS and x NOT IN (SELECT y ...), correlated by equalities with columns of one
+  outer relation or not: joins with derived relations of signed rows (`signed_join`).
 
-NOT EXISTS, NOT IN, ALL/ANY and correlations other than equalities are refused here with
-the construct named (a view can still be kept by full refresh, cumulus/sql/full.py)."""
+ALL/ANY and correlations other than equalities are refused here with the construct named
+(a view can still be kept by full refresh, cumulus/sql/full.py)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ from cumulus.sql.rewrite import CMP, has_aggregate, ident_stem, inside, merge_fr
 
 KEY = "__k{}"  # the derived relation's correlation columns
 VALUE = "__v"  # a scalar subquery's value
-NULL_FLAG = "__n"  # NOT EXISTS: 1 where some outer correlation value is NULL
+NULL_FLAG = "__n"  # anti-joins: 1 where some outer correlation value (or NOT IN's x) is NULL
+X_FLAG = "__x"  # NOT IN: 1 where x is NULL
 # Aggregates that are NULL over no rows (a correlated scalar subquery over a group with no
 # rows is then unknown in any comparison, as no row of the join is).
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
@@ -108,6 +111,29 @@ def _disj(nodes: list[exp.Expression]) -> exp.Expression:
     return out
 
 
+def _not_null(e: exp.Expression) -> exp.Expression:
+    return exp.Not(this=exp.Is(this=e.copy(), expression=exp.Null()))
+
+
+def _any_null(outer: list[exp.Expression]) -> exp.Expression:
+    """1 where some of `outer` is NULL, else 0 (0 for none)."""
+    if not outer:
+        return exp.Literal.number(0)
+    return exp.Case(ifs=[exp.If(this=_disj([exp.Is(this=o.copy(), expression=exp.Null()) for o in outer]),
+                                true=exp.Literal.number(1))], default=exp.Literal.number(0))
+
+
+def _without(inner: exp.Select, corr, extra: list[exp.Expression]) -> exp.Select:
+    """A copy of `inner` without its correlated conjuncts, with `extra` ones."""
+    q = inner.copy()
+    dropped = {c.sql() for _, _, c in corr}
+    where = q.args.get("where")
+    kept = [c for c in parts(where.this, exp.And) if c.sql() not in dropped] if where is not None else []
+    kept += [e.copy() for e in extra]
+    q.set("where", exp.Where(this=_conj(kept)) if kept else None)
+    return q
+
+
 def _zero(kind: str) -> exp.Expression:
     """A constant of the type (a NULL's stand-in in a key, told apart by a flag)."""
     if kind == STRING:
@@ -160,8 +186,7 @@ class NestedBinder:
         if isinstance(c, exp.Not) and isinstance(c.this, exp.Exists):
             return self.antijoin(c.this.this, c)
         if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and c.this.args.get("query") is not None:
-            raise self.refuse("NOT IN (subquery) (an anti-join that a NULL on either side turns unknown) has no "
-                              "incremental form here; NOT EXISTS with an equality has", c, "NOT")
+            return self.anti_in(c)
         if isinstance(c, exp.Exists):
             return self.semijoin(c.this, [], c)
         if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
@@ -255,50 +280,103 @@ class NestedBinder:
 
     def antijoin(self, sub: exp.Expression, node: exp.Expression) -> list[exp.Expression]:
         """NOT EXISTS (sub), sub correlated by equalities `inner = outer` with columns of one
-        outer relation R: a join with a derived relation N of signed rows, N = Dom - D. Dom
-        holds each distinct value of R's correlation columns once, D each value the
-        subquery has rows for (as EXISTS's semi-join): an outer row joins N with weight
-        1 - [its value is in D], the anti-join. A NULL outer value matches no inner row,
-        so it must pass: the keys are COALESCE(outer, a constant) with a flag `__n` for
-        "some outer value is NULL" (D's rows have 0), which a NULL can never be joined on."""
+        outer relation R (or not correlated): a join with a derived relation of signed rows
+        (`signed_join`), R's distinct correlation values less those the subquery has rows
+        for. A NULL outer value matches no inner row: its rows pass."""
+        inner = self.anti_inner(sub, node, "NOT EXISTS")
+        corr = self.correlations(inner)
+        outer = [o for _, o, _ in corr]
+        owner = self.owner_of(outer, node, "NOT EXISTS")
+        nonnull = [_not_null(i) for i, _, _ in corr]
+        return self.signed_join(node, owner, outer, {NULL_FLAG: _any_null(outer)},
+                                [(_without(inner, corr, nonnull), [i for i, _, _ in corr], {NULL_FLAG: 0})])
+
+    def anti_in(self, c: exp.Not) -> list[exp.Expression]:
+        """x NOT IN (SELECT y ...), correlated by equalities or not: true where the
+        subquery has no row (x NULL or not), else where x is not NULL, no y is NULL and
+        none equals x (SQL's three-valued logic: else unknown or false). Two joins with
+        derived relations of signed rows: N1 keyed by the correlation values and x (R's
+        values less the subquery's non-NULL (values, y)), weight [x not in Y]; N2 keyed by
+        the correlation values and whether x is NULL, weight [no NULL y] where x is not
+        NULL and [no row at all] where it is."""
+        node = c.this
+        sub = node.args["query"]
+        inner = self.anti_inner(sub, c, "NOT IN (subquery)")
+        if len(inner.expressions) != 1:
+            raise self.refuse("NOT IN (subquery) must select one column", c, "NOT")
+        x, y = node.this, _unaliased(inner.expressions[0])
+        corr = self.correlations(inner)
+        outer = [o for _, o, _ in corr]
+        owner = self.owner_of([*outer, x], c, "NOT IN (subquery)")
+        keys = [i for i, _, _ in corr]
+        nonnull = [_not_null(i) for i in keys]
+        not_in = self.signed_join(c, owner, [*outer, x], {NULL_FLAG: _any_null([*outer, x])},
+                                  [(_without(inner, corr, [*nonnull, _not_null(y)]), [*keys, y], {NULL_FLAG: 0})])
+        flags = {NULL_FLAG: _any_null(outer), X_FLAG: _any_null([x])}
+        no_null = self.signed_join(c, owner, outer, flags, [
+            (_without(inner, corr, [*nonnull, exp.Is(this=y.copy(), expression=exp.Null())]), keys,
+             {NULL_FLAG: 0, X_FLAG: 0}),  # a NULL y: no x that is not NULL passes
+            (_without(inner, corr, nonnull), keys, {NULL_FLAG: 0, X_FLAG: 1}),  # any row: no NULL x passes
+        ])
+        return not_in + no_null
+
+    def anti_inner(self, sub: exp.Expression, node: exp.Expression, word: str) -> exp.Select:
         inner = sub.this if isinstance(sub, exp.Subquery) else sub
         if not isinstance(inner, exp.Select):
-            raise self.refuse("a subquery must be a SELECT here", node)
-        corr = self.correlations(inner)
-        if not corr:
-            raise self.refuse("NOT EXISTS without a correlation (the outer rows all pass or all fail) is not "
-                              "supported; correlate it with an equality", node, "NOT")
-        owner = None
-        for _, outer, _ in corr:
-            if not isinstance(outer, exp.Column):
-                raise self.refuse(f"NOT EXISTS correlated with an expression ({self.text_of(outer)}) is not "
-                                  "supported; correlate it with a column", node, "NOT")
-            found = self.outer_relation(outer)
-            if found is None or (owner is not None and found != owner):
-                raise self.refuse("NOT EXISTS must be correlated with the columns of one outer relation "
-                                  f"({self.text_of(outer)})", node, "NOT")
-            owner = found
-        alias, relation = owner  # type: ignore[misc]
+            raise self.refuse(f"{word} needs a SELECT", node, "NOT")
+        if inner.args.get("group") or inner.args.get("having") or any(has_aggregate(i) for i in inner.expressions):
+            raise self.refuse(f"{word} over a subquery with GROUP BY or aggregates is not supported", node, "NOT")
+        return inner
+
+    def owner_of(self, outer: list[exp.Expression], node: exp.Expression, word: str) -> tuple[str, str]:
+        """(alias, relation) of the one outer relation whose columns `outer` are (the first
+        in FROM when there are none)."""
+        owners = set()
+        for o in outer:
+            if not isinstance(o, exp.Column):
+                raise self.refuse(f"{word} correlated with an expression ({self.text_of(o)}) is not supported; "
+                                  "correlate it with a column", node, "NOT")
+            found = self.outer_relation(o)
+            if found is None:
+                raise self.refuse(f"{word} correlated with {self.text_of(o)}, not a column of one outer relation",
+                                  node, "NOT")
+            owners.add(found)
+        if len(owners) > 1:
+            raise self.refuse(f"{word} must be correlated with the columns of one outer relation "
+                              f"({', '.join(sorted(a for a, _ in owners))})", node, "NOT")
+        if owners:
+            return owners.pop()
+        first = self.outer_select.args["from"].this
+        if not isinstance(first, exp.Table):
+            raise self.refuse(f"{word} needs a relation in FROM", node, "NOT")
+        return (first.alias_or_name or "").lower(), first.name.lower()
+
+    def signed_join(self, node: exp.Expression, owner: tuple[str, str], outer: list[exp.Expression],
+                    flags: dict[str, exp.Expression],
+                    parts: list[tuple[exp.Select, list[exp.Expression], dict[str, int]]]) -> list[exp.Expression]:
+        """Join the outer query with a derived relation of signed rows: each distinct
+        (COALESCE(outer_i, a constant), flags) of the outer relation `owner` once (every
+        outer row's values are among them), less each part's distinct (inner keys, constant
+        flags). A NULL outer value is kept apart by a flag (an inner key is never NULL),
+        since a join cannot match NULL. The conditions joining it."""
+        alias, relation = owner
         table = exp.Table(this=exp.to_identifier(relation), alias=exp.TableAlias(this=exp.to_identifier(alias)))
-        outers = [o for _, o, _ in corr]
-        nulls = [exp.Is(this=o.copy(), expression=exp.Null()) for o in outers]
-        flag = exp.Case(ifs=[exp.If(this=_disj(nulls), true=exp.Literal.number(1))], default=exp.Literal.number(0))
         keys = [exp.Coalesce(this=o.copy(), expressions=[_zero(self.schema.relation(relation).column(o.name).type)])
-                for o in outers]
-        domain = exp.select(*(exp.alias_(k, KEY.format(n + 1)) for n, k in enumerate(keys)),
-                            exp.alias_(flag.copy(), NULL_FLAG)).from_(table)
-        domain.set("group", exp.Group(expressions=[k.copy() for k in keys] + [flag.copy()]))
-        present = self.decorrelated(inner, corr, [], group=True)
-        nonnull = [exp.Not(this=exp.Is(this=i.copy(), expression=exp.Null())) for i, _, _ in corr]
-        where = present.args.get("where")
-        present.set("where", exp.Where(this=_conj(([where.this] if where is not None else []) + nonnull)))
-        present.append("expressions", exp.alias_(exp.Literal.number(0), NULL_FLAG))
-        name = self.derive(domain, node, less=present)
+                for o in outer]
+        domain = exp.select(*(exp.alias_(k.copy(), KEY.format(n + 1)) for n, k in enumerate(keys)),
+                            *(exp.alias_(f.copy(), name) for name, f in flags.items())).from_(table).distinct()
+        minus = []
+        for q, inner_keys, values in parts:
+            q.set("expressions", [*(exp.alias_(i.copy(), KEY.format(n + 1)) for n, i in enumerate(inner_keys)),
+                                  *(exp.alias_(exp.Literal.number(values[name]), name) for name in flags)])
+            q.set("distinct", exp.Distinct())
+            minus.append(q)
+        name = self.derive(domain, node, nonempty=True, less=minus)  # (no key: one row over rows, none over none)
         self.joined.add(name)
         self.outer_select.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(name),
                                                                    alias=exp.TableAlias(this=exp.to_identifier(name)))))
-        return [*(exp.EQ(this=k.copy(), expression=exp.column(KEY.format(n + 1), name)) for n, k in enumerate(keys)),
-                exp.EQ(this=flag.copy(), expression=exp.column(NULL_FLAG, name))]
+        return [*(exp.EQ(this=k, expression=exp.column(KEY.format(n + 1), name)) for n, k in enumerate(keys)),
+                *(exp.EQ(this=f.copy(), expression=exp.column(n, name)) for n, f in flags.items())]
 
     def outer_relation(self, col: exp.Column) -> tuple[str, str] | None:
         """(alias, relation) of the outer query's one relation that has column `col`."""
@@ -416,22 +494,25 @@ class NestedBinder:
 
     # -- binding a derived relation
     def derive(self, inner: exp.Select, node: exp.Expression, columns: list[str] | None = None,
-               nonempty: bool = False, less: exp.Select | None = None) -> str:
+               nonempty: bool = False, less: list[exp.Select] = ()) -> str:  # type: ignore[assignment]
         """Bind `inner` as a derived relation (a view of its own); its name. With `less`,
-        the relation's rows are inner's less those of `less` (signed: NOT EXISTS)."""
+        the relation's rows are inner's less those of each query in it (signed rows:
+        anti-joins)."""
         self.derived_count += 1
         name = f"{self.stem}__d{self.derived_count}"
         binder = self.child(name)
         bound = binder.bind(inner)
-        if less is not None:
-            other = self.child(f"{name}_less")
-            bound_less = other.bind(less)
-            if other.output_types(bound_less) != binder.output_types(bound):
-                raise self.refuse("NOT EXISTS correlates columns of two types; compare them as one type "
-                                  f"({binder.output_types(bound)[1]} and {other.output_types(bound_less)[1]})", node,
-                                  "NOT")
+        minus = []
+        for n, q in enumerate(less, start=1):
+            other = self.child(f"{name}_less{n}")
+            bound_less = other.bind(q)
+            if other.output_types(bound_less)[1] != binder.output_types(bound)[1]:
+                raise self.refuse("an anti-join compares columns of two types; compare them as one type "
+                                  f"({other.output_types(bound_less)[1]} with {binder.output_types(bound)[1]})",
+                                  node, "NOT")
             self.relations.extend(other.relations)
-            bound = replace(bound, less=replace(bound_less, name=f"{name}_less"))
+            minus.append(replace(bound_less, name=f"{name}_less{n}", nonempty=nonempty))
+        bound = replace(bound, less=tuple(minus))
         f = bound.finish
         if f is not None and (f.order or f.limit is not None or f.offset):
             raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)

@@ -1,7 +1,7 @@
 """Property tests of nested queries kept incrementally as derived relations (issue 43:
 cumulus/sql/nested.py): subqueries in FROM with GROUP BY, aggregates over them, WITH,
 correlated and uncorrelated scalar subqueries in WHERE, EXISTS and IN (subquery), nested
-two deep. For random streams (inserts, deletes of live tuples, NULLs, repeated tuples)
+two deep, NOT EXISTS and NOT IN (subquery) (NULLs on either side). For random streams (inserts, deletes of live tuples, NULLs, repeated tuples)
 every view equals DuckDB over the surviving tuples, in the middle of the stream and at
 its end, and undoing the stream empties every map (the derived relations' events cancel
 as the base events do)."""
@@ -65,6 +65,12 @@ VIEWS = [
                               "AND NOT EXISTS (SELECT * FROM t WHERE t.c = s.c AND t.d > 1)"),
     ("not_exists_self", "SELECT COUNT(DISTINCT r.b) AS n FROM r WHERE NOT EXISTS "
                         "(SELECT * FROM r r2 WHERE r2.a = r.b)"),
+    ("not_exists_uncorrelated", "SELECT r.a, COUNT(*) AS n FROM r WHERE NOT EXISTS (SELECT * FROM t WHERE t.d > 2) "
+                                "GROUP BY r.a"),
+    ("not_in", "SELECT r.a, COUNT(*) AS n FROM r WHERE r.b NOT IN (SELECT s.c FROM s WHERE s.b > 1) GROUP BY r.a"),
+    ("not_in_correlated", "SELECT r.a, SUM(r.b) AS t FROM r WHERE r.b NOT IN (SELECT s.c FROM s WHERE s.b = r.a) "
+                          "GROUP BY r.a"),
+    ("not_in_rows", "SELECT t.c, t.d FROM t WHERE t.d NOT IN (SELECT r.a FROM r)"),
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 EXAMPLES = int(os.environ.get("CUMULUS_PROPERTY_EXAMPLES", "60"))  # more for a soak, e.g. 3000
