@@ -55,8 +55,8 @@ def without_statistics(frame: DataFrame) -> DataFrame:
 
 def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
-    typed as its columns, with `op`: each row's multiplicity (-1 for the rows of a signed
-    relation's `less` views: anti-joins)."""
+    typed as its columns, with `op`: each row's multiplicity (its part's sign: UNION ALL's
+    parts add, an anti-join's take away)."""
     from pyspark.sql import functions as F
 
     spark = state.sparkSession
@@ -65,7 +65,7 @@ def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     relation = plan.checked.schema.relation(name)
     view = plan.derived[name]
     parts = []
-    for part, sign in ((view, 1), *((less, -1) for less in view.less)):
+    for sign, part in ((1, view), *view.others):
         rows = spark.sql(plan_sql(plan.maps, part, temp)).toDF(*relation.column_names)
         parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
                      .withColumn("op", F.lit(sign)))

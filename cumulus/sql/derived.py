@@ -29,11 +29,12 @@ def changes(old: Counter, new: Counter) -> list[tuple[str, tuple]]:
 
 
 def signed_rows(plan: ViewPlan, read) -> Counter:
-    """A derived relation's rows with their multiplicities: its view's rows, less those
-    of each view of `plan.less` (NOT EXISTS, NOT IN)."""
+    """A derived relation's rows with their multiplicities: its view's rows, and those
+    of each of `plan.others` times its sign (UNION ALL; anti-joins: NOT EXISTS, NOT IN)."""
     rows = Counter(view_rows(plan, read))
-    for less in plan.less:
-        rows.subtract(view_rows(less, read))
+    for sign, other in plan.others:
+        for row in view_rows(other, read):
+            rows[row] += sign
     return Counter({row: n for row, n in rows.items() if n})
 
 
@@ -93,9 +94,9 @@ class Maintainer:
 def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:
     """Per map the view reads, the positions of the group variables in its keys. A signed
     relation's groups are the group columns its two views share (its correlation keys)."""
-    if not plan.less:
+    if not plan.others:
         return _positions(plan, plan.group)
-    parts = (plan, *plan.less)
+    parts = (plan, *(other for _, other in plan.others))
     grouped = [{c.name for c in p.columns if c.kind == "group"} for p in parts]
     shared = sorted(set.intersection(*grouped))
     out: dict[str, tuple[int, ...]] = {}

@@ -139,7 +139,7 @@ def estimate(compiled: Compilation, stats: Statistics) -> dict[str, ViewEstimate
     schema = compiled.checked.schema
     for name, plan in compiled.derived.items():
         rows = sum(map_entries(compiled.maps[v.count.map].query, stats, schema)
-                   for v in (plan, *plan.less))  # (a signed relation: every view's rows)
+                   for v in (plan, *(o for _, o in plan.others)))  # (every part's rows)
         stats = Statistics({**stats.rows, name: rows}, {**stats.distinct, **{
             (name, c): rows for c in schema.relation(name).column_names}}, stats.source)
     sizes = {name: map_entries(md.query, stats, schema) for name, md in compiled.maps.items()}

@@ -119,10 +119,11 @@ def _described(plan: ViewPlan, indent: str = "  ") -> list[str]:
         out.append(f"  nested query {name}({columns}): a derived relation joined like a relation, maintained as a "
                    "view of its own; the groups an epoch changed are its events at the close")
         out += ["  " + line for line in _described(d)]
-        for less in d.less:
-            out.append(f"  less the rows of {less.name} (an anti-join: each outer value once, less those the "
+        for sign, other in d.others:
+            out.append(f"  and the rows of {other.name} (UNION ALL)" if sign > 0 else
+                       f"  less the rows of {other.name} (an anti-join: each outer value once, less those the "
                        "subquery rules out)")
-            out += ["  " + line for line in _described(less)]
+            out += ["  " + line for line in _described(other)]
     return [indent + line[2:] for line in out]
 
 

@@ -107,7 +107,7 @@ class BoundView:
     relations: tuple[tuple[str, BoundView], ...] = ()
     schema: Schema | None = None
     nonempty: bool = False  # without GROUP BY: its one row only over at least one row (a derived relation's)
-    less: tuple[BoundView, ...] = ()  # a derived relation's rows less these views' (signed rows: anti-joins)
+    others: tuple[tuple[int, BoundView], ...] = ()  # a derived relation's other parts, with signs (views.ViewPlan)
 
 
 class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
@@ -237,9 +237,17 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         if len(statements) != 1:
             raise UnsupportedSQLError(f"a view is one SELECT statement; found {len(statements)} statements")
         select = statements[0]
-        if isinstance(select, (exp.Union, exp.Intersect, exp.Except)):
-            word = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}[type(select)]
-            raise self.refuse_kw(f"{word} is not supported (a view is a single aggregate SELECT)", word)
+        if isinstance(select, (exp.Intersect, exp.Except)):
+            word = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}[type(select)]
+            raise self.refuse_kw(f"{word} has no incremental form here (UNION and UNION ALL have)", word)
+        if isinstance(select, exp.Union):  # its rows: SELECT * over it, ORDER BY and LIMIT applied there
+            outer = exp.select("*").from_(exp.Subquery(this=select, alias=exp.TableAlias(
+                this=exp.to_identifier("__union"))))
+            for key in ("order", "limit", "offset"):
+                if select.args.get(key) is not None:
+                    outer.set(key, select.args[key])
+                    select.set(key, None)
+            select = outer
         if not isinstance(select, exp.Select):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
         return merge_from_subqueries(select)

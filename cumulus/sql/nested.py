@@ -21,7 +21,9 @@ What the front end rewrites into derived relations, before binding the outer que
   kept or dropped at read time, cumulus/sql/subqueries.py): the distinct values of the
   correlation columns (and y), joined on them (a semi-join: each outer row once);
 - NOT EXISTS and x NOT IN (SELECT y ...), correlated by equalities with columns of one
-  outer relation or not: joins with derived relations of signed rows (`signed_join`).
+  outer relation or not: joins with derived relations of signed rows (`signed_join`);
+- UNION ALL (a view, or in FROM): a derived relation whose rows are every part's; UNION:
+  SELECT DISTINCT * over that.
 
 ALL/ANY and correlations other than equalities are refused here with the construct named
 (a view can still be kept by full refresh, cumulus/sql/full.py)."""
@@ -165,12 +167,15 @@ class NestedBinder:
         self.outer_select = select
         for holder in [select.args.get("from"), *(select.args.get("joins") or [])]:
             sub = holder.this if holder is not None else None
-            if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+            if isinstance(sub, exp.Subquery) and isinstance(sub.this, (exp.Select, exp.Union)):
                 alias = (sub.alias or "").lower()
                 if not alias:
                     raise self.refuse("a subquery in FROM needs an alias", sub)
                 columns = [c.name.lower() for c in sub.args["alias"].columns] if sub.args["alias"].columns else None
-                name = self.derive(sub.this, sub, columns)
+                if isinstance(sub.this, exp.Union):
+                    name = self.derive_union(sub.this, sub, columns)
+                else:
+                    name = self.derive(sub.this, sub, columns)
                 holder.set("this", exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(alias))))
         where = select.args.get("where")
         if where is not None:
@@ -371,7 +376,7 @@ class NestedBinder:
                                   *(exp.alias_(exp.Literal.number(values[name]), name) for name in flags)])
             q.set("distinct", exp.Distinct())
             minus.append(q)
-        name = self.derive(domain, node, nonempty=True, less=minus)  # (no key: one row over rows, none over none)
+        name = self.derive(domain, node, nonempty=True, others=[(-1, q) for q in minus])  # (no key: a row over rows)
         self.joined.add(name)
         self.outer_select.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(name),
                                                                    alias=exp.TableAlias(this=exp.to_identifier(name)))))
@@ -492,36 +497,65 @@ class NestedBinder:
                                                        alias=exp.TableAlias(this=exp.to_identifier(alias)))))
         return alias
 
+    def derive_union(self, union: exp.Union, node: exp.Expression, columns: list[str] | None) -> str:
+        """A UNION [ALL] in FROM: a derived relation whose rows are every part's (a UNION
+        is SELECT DISTINCT * over its UNION ALL). The parts' columns take the first
+        part's names, so that their groups line up."""
+        first, *rest = self.union_parts(union)
+        if rest:
+            names = [i.alias_or_name.lower() for i in first.expressions]
+            for q in rest:
+                if len(q.expressions) != len(names):
+                    raise self.refuse(f"UNION's parts select {len(names)} and {len(q.expressions)} columns", node)
+                if not any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+                           for i in q.expressions):
+                    q.set("expressions", [exp.alias_(_unaliased(i).copy(), n) for i, n in zip(q.expressions, names,
+                                                                                              strict=True)])
+        return self.derive(first, node, columns, others=[(1, q) for q in rest])
+
+    def union_parts(self, u: exp.Expression) -> list[exp.Select]:
+        if isinstance(u, exp.Subquery):
+            return self.union_parts(u.this)
+        if isinstance(u, exp.Union):
+            if u.args.get("distinct"):
+                every = u.copy()
+                every.set("distinct", False)
+                self.derived_count += 1
+                alias = exp.TableAlias(this=exp.to_identifier(f"__union{self.derived_count}"))
+                return [exp.select("*").distinct().from_(exp.Subquery(this=every, alias=alias))]
+            return self.union_parts(u.this) + self.union_parts(u.expression)
+        if isinstance(u, exp.Select):
+            return [u]
+        word = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(u), u.key.upper())
+        raise self.refuse(f"{word} has no incremental form here (UNION and UNION ALL have)", u)
+
     # -- binding a derived relation
     def derive(self, inner: exp.Select, node: exp.Expression, columns: list[str] | None = None,
-               nonempty: bool = False, less: list[exp.Select] = ()) -> str:  # type: ignore[assignment]
-        """Bind `inner` as a derived relation (a view of its own); its name. With `less`,
-        the relation's rows are inner's less those of each query in it (signed rows:
-        anti-joins)."""
+               nonempty: bool = False, others: list[tuple[int, exp.Select]] = ()) -> str:  # type: ignore[assignment]
+        """Bind `inner` as a derived relation (a view of its own); its name. With `others`,
+        its rows are inner's and each other query's times its sign (UNION ALL: +1; an
+        anti-join's: -1)."""
         self.derived_count += 1
         name = f"{self.stem}__d{self.derived_count}"
         binder = self.child(name)
-        bound = binder.bind(inner)
-        minus = []
-        for n, q in enumerate(less, start=1):
-            other = self.child(f"{name}_less{n}")
-            bound_less = other.bind(q)
-            if other.output_types(bound_less)[1] != binder.output_types(bound)[1]:
-                raise self.refuse("an anti-join compares columns of two types; compare them as one type "
-                                  f"({other.output_types(bound_less)[1]} with {binder.output_types(bound)[1]})",
-                                  node, "NOT")
-            self.relations.extend(other.relations)
-            minus.append(replace(bound_less, name=f"{name}_less{n}", nonempty=nonempty))
-        bound = replace(bound, less=tuple(minus))
-        f = bound.finish
-        if f is not None and (f.order or f.limit is not None or f.offset):
-            raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)
-        if bound.subviews:
-            raise self.refuse("a nested query with subqueries of its own at read time is not supported", node)
-        if not bound.group and not bound.bag and not nonempty:
-            raise self.refuse("a subquery in FROM with aggregates and no GROUP BY (its one row exists even over no "
-                              "rows) has no incremental form here", node)
+        bound = self.check_part(binder.bind(inner), node, nonempty)
         names, types = binder.output_types(bound)
+        schema, parts = binder.schema, []
+        for n, (sign, q) in enumerate(others, start=1):
+            part = f"{name}_{'part' if sign > 0 else 'less'}{n}"
+            other = self.child(part)
+            bound_other = self.check_part(other.bind(q), node, nonempty)
+            got = other.output_types(bound_other)[1]
+            if [t for t, _ in got] != [t for t, _ in types]:
+                word = "UNION ALL's parts have" if sign > 0 else "an anti-join compares"
+                raise self.refuse(f"{word} columns of other types ({', '.join(t for t, _ in got)} and "
+                                  f"{', '.join(t for t, _ in types)}); cast them to one type", node)
+            types = [(t, max(a, b)) for (t, a), (_, b) in zip(types, got, strict=True)]  # (every digit kept)
+            self.relations.extend(other.relations)
+            for r in other.schema.relations:
+                schema = schema if r.name in schema else schema.with_relation(r)
+            parts.append((sign, replace(bound_other, name=part, nonempty=nonempty)))
+        bound = replace(bound, others=tuple(parts))
         if columns is not None:
             if len(columns) != len(names):
                 raise self.refuse(f"the alias names {len(columns)} columns; the subquery has {len(names)}", node)
@@ -534,8 +568,20 @@ class NestedBinder:
             cols.append(Column(col, t, True, 38 if t == DECIMAL else None, scale if t == DECIMAL else None))
         self.relations.extend(binder.relations)
         self.relations.append((name, replace(bound, name=name, nonempty=nonempty)))
-        self.schema = binder.schema.with_relation(Relation(name, tuple(cols), derived=True))
+        self.schema = schema.with_relation(Relation(name, tuple(cols), derived=True))
         return name
+
+    def check_part(self, bound, node: exp.Expression, nonempty: bool):
+        """A bound nested query, if a derived relation can be made of it."""
+        f = bound.finish
+        if f is not None and (f.order or f.limit is not None or f.offset):
+            raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)
+        if bound.subviews:
+            raise self.refuse("a nested query with subqueries of its own at read time is not supported", node)
+        if not bound.group and not bound.bag and not nonempty:
+            raise self.refuse("a subquery in FROM or a UNION part with aggregates and no GROUP BY (its one row "
+                              "exists even over no rows) has no incremental form here", node)
+        return bound
 
     def output_types(self, bound) -> tuple[list[str], list[tuple[str, int]]]:
         """The bound view's output columns: names and (type, digits after the point)."""

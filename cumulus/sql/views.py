@@ -72,9 +72,9 @@ class ViewPlan:
     # Without GROUP BY, the one row only over at least one row (a derived relation made
     # from a subquery in WHERE: over no rows, its NULL compares as no row does).
     nonempty: bool = False
-    # A derived relation of signed rows (NOT EXISTS, NOT IN: cumulus/sql/nested.py): this
-    # plan's rows, less those of each view in `less` (each with multiplicity -1).
-    less: tuple[ViewPlan, ...] = ()
+    # A derived relation's other parts (cumulus/sql/nested.py): its rows are this plan's
+    # and each other view's times its sign (+1: UNION ALL; -1: anti-joins, NOT EXISTS).
+    others: tuple[tuple[int, ViewPlan], ...] = ()
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -120,7 +120,7 @@ class ViewPlan:
         """The maps the view reads (its subqueries' too)."""
         uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
         nested = [m for s in self.subviews for m in s.maps] + [m for _, d in self.relations for m in d.maps]
-        nested += [m for less in self.less for m in less.maps]
+        nested += [m for _, other in self.others for m in other.maps]
         return tuple(dict.fromkeys([u.map for u in uses] + nested))
 
 
@@ -224,7 +224,7 @@ class _ViewBuilder:
         plan = ViewPlan(v.name, v.sql, v.group, count, tuple(columns), v.dialect,
                         filter_text=v.filter_text, filter_terms=len(v.filter), subviews=subviews, bag=v.bag,
                         relations=tuple(relations), nonempty=v.nonempty,
-                        less=tuple(_ViewBuilder(self.c, less).build() for less in v.less))
+                        others=tuple((sign, _ViewBuilder(self.c, o).build()) for sign, o in v.others))
         finish = v.finish
         if finish is not None and not finish.trivial([c.name for c in columns if not c.hidden]):
             plan = replace(plan, finish=finish)
@@ -295,7 +295,7 @@ def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
     return replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
                    subviews=tuple(_typed_plan(checked, s) for s in plan.subviews),
                    relations=tuple((n, _typed_plan(checked, d)) for n, d in plan.relations),
-                   less=tuple(_typed_plan(checked, less) for less in plan.less))
+                   others=tuple((sign, _typed_plan(checked, o)) for sign, o in plan.others))
 
 
 def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:

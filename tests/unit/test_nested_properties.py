@@ -1,7 +1,7 @@
 """Property tests of nested queries kept incrementally as derived relations (issue 43:
 cumulus/sql/nested.py): subqueries in FROM with GROUP BY, aggregates over them, WITH,
 correlated and uncorrelated scalar subqueries in WHERE, EXISTS and IN (subquery), nested
-two deep, NOT EXISTS and NOT IN (subquery) (NULLs on either side). For random streams (inserts, deletes of live tuples, NULLs, repeated tuples)
+two deep, NOT EXISTS and NOT IN (subquery) (NULLs on either side), UNION [ALL]. For random streams (inserts, deletes of live tuples, NULLs, repeated tuples)
 every view equals DuckDB over the surviving tuples, in the middle of the stream and at
 its end, and undoing the stream empties every map (the derived relations' events cancel
 as the base events do)."""
@@ -71,6 +71,14 @@ VIEWS = [
     ("not_in_correlated", "SELECT r.a, SUM(r.b) AS t FROM r WHERE r.b NOT IN (SELECT s.c FROM s WHERE s.b = r.a) "
                           "GROUP BY r.a"),
     ("not_in_rows", "SELECT t.c, t.d FROM t WHERE t.d NOT IN (SELECT r.a FROM r)"),
+    ("union_all_rows", "SELECT a, b FROM r UNION ALL SELECT c, d FROM t"),
+    ("union_all_grouped", "SELECT k, SUM(x) AS t, COUNT(*) AS n FROM (SELECT a AS k, b AS x FROM r "
+                          "UNION ALL SELECT c, d FROM t) u GROUP BY k"),
+    ("union_distinct", "SELECT a FROM r UNION SELECT d FROM t"),
+    ("union_joined", "SELECT s.c, COUNT(*) AS n FROM s, (SELECT a AS k FROM r WHERE b > 1 UNION ALL "
+                     "SELECT d FROM t) u WHERE s.b = u.k GROUP BY s.c"),
+    ("union_of_aggregates", "SELECT k, MAX(n) AS most FROM (SELECT r.a AS k, COUNT(*) AS n FROM r GROUP BY r.a "
+                            "UNION ALL SELECT t.c, SUM(t.d) FROM t GROUP BY t.c) u GROUP BY k"),
 ]
 COMPILED = compile_views(SIMPLE, VIEWS)
 EXAMPLES = int(os.environ.get("CUMULUS_PROPERTY_EXAMPLES", "60"))  # more for a soak, e.g. 3000
