@@ -113,6 +113,31 @@ def _disj(nodes: list[exp.Expression]) -> exp.Expression:
     return out
 
 
+def _constant(q: exp.Expression | None) -> exp.Expression | None:
+    """The value of a subquery without FROM that selects one constant (`(SELECT 3)`)."""
+    q = q.this if isinstance(q, exp.Subquery) else q
+    if not isinstance(q, exp.Select) or q.args.get("from") or q.args.get("where") or len(q.expressions) != 1:
+        return None
+    value = _unaliased(q.expressions[0])
+    return value if not list(value.find_all(exp.Column)) and not has_aggregate(value) else None
+
+
+def _constants_inlined(c: exp.Expression) -> exp.Expression:
+    """A conjunct with its subqueries without FROM replaced by what they stand for:
+    EXISTS (SELECT 3) is TRUE, x IN (SELECT 1) is x IN (1), (SELECT 3) is 3."""
+    negated = isinstance(c, exp.Not)
+    node = c.this if negated else c
+    if isinstance(node, exp.Exists) and _constant(node.this) is not None:
+        return exp.Boolean(this=not negated)
+    if isinstance(node, exp.In) and (value := _constant(node.args.get("query"))) is not None:
+        node = exp.In(this=node.this, expressions=[value.copy()])
+        return exp.Not(this=node) if negated else node
+    for sub in list(c.find_all(exp.Subquery)):
+        if (value := _constant(sub)) is not None:
+            sub.replace(value.copy())
+    return c
+
+
 def _not_null(e: exp.Expression) -> exp.Expression:
     return exp.Not(this=exp.Is(this=e.copy(), expression=exp.Null()))
 
@@ -181,13 +206,21 @@ class NestedBinder:
         if where is not None:
             group_texts = {g.sql().lower() for g in (select.args["group"].expressions if select.args.get("group") else [])}
             kept = [n for c in parts(where.this, exp.And) for n in self.unnest(c, select, group_texts)]
-            select.set("where", exp.Where(this=_conj(kept)))
+            select.set("where", exp.Where(this=_conj(kept)) if kept else None)
         return select
 
     # -- conjuncts of WHERE
     def unnest(self, c: exp.Expression, select: exp.Select, group_texts: set[str]) -> list[exp.Expression]:
         """A WHERE conjunct with its subquery replaced by a join with a derived relation:
         the conjuncts that stand for it."""
+        c = _constants_inlined(c)
+        if isinstance(c, exp.Boolean) and c.this:
+            return []
+        if isinstance(c, tuple(CMP)) and isinstance(c.expression, (exp.All, exp.Any)):
+            c = self.quantified(c)
+            if isinstance(c, exp.In):
+                return self.semijoin(c.args["query"], [c.this], c)
+            return self.compared(c)
         if isinstance(c, exp.Not) and isinstance(c.this, exp.Exists):
             return self.antijoin(c.this.this, c)
         if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and c.this.args.get("query") is not None:
@@ -204,6 +237,29 @@ class NestedBinder:
         if isinstance(c, tuple(CMP)) and any(isinstance(n, exp.Subquery) for n in c.walk()):
             return self.compared(c)
         return [c]
+
+    def quantified(self, c: exp.Expression) -> exp.Expression:
+        """x CMP ALL/ANY/SOME (subquery) as a comparison with a scalar subquery (or IN):
+        over an aggregate without GROUP BY (one row) ALL and ANY are the comparison itself;
+        x > ANY (SELECT y ...) is x > (SELECT MIN(y) ...) (MIN skips NULLs and is NULL over
+        none, when ANY is not true either), x < ANY is x < MAX, x = ANY is IN."""
+        q = c.expression
+        word = "ALL" if isinstance(q, exp.All) else "ANY"
+        inner = q.this.this if isinstance(q.this, exp.Subquery) else q.this
+        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+            raise self.refuse(f"{word} (subquery) must be one SELECT of one column", c)
+        value = _unaliased(inner.expressions[0])
+        if has_aggregate(value) and not inner.args.get("group"):
+            return type(c)(this=c.this, expression=exp.Subquery(this=inner))
+        if word == "ANY" and isinstance(c, exp.EQ):
+            return exp.In(this=c.this, query=exp.Subquery(this=inner))
+        pick = exp.Min if isinstance(c, (exp.GT, exp.GTE)) else exp.Max if isinstance(c, (exp.LT, exp.LTE)) else None
+        if word == "ALL" or pick is None or has_aggregate(value) or inner.args.get("group"):
+            raise self.refuse(f"{self.text_of(c)[:60]}: {word} over a subquery's rows has no incremental form here "
+                              "(ANY with <, <=, >, >= and ALL over an aggregate have)", c)
+        inner = inner.copy()
+        inner.set("expressions", [pick(this=value.copy())])
+        return type(c)(this=c.this, expression=exp.Subquery(this=inner))
 
     def compared(self, c: exp.Expression) -> list[exp.Expression]:
         """`x CMP (SELECT agg ...)` (the subquery anywhere in either side): the comparison

@@ -1,10 +1,11 @@
 """Property tests of nested queries kept incrementally as derived relations (issue 43:
 cumulus/sql/nested.py): subqueries in FROM with GROUP BY, aggregates over them, WITH,
 correlated and uncorrelated scalar subqueries in WHERE, EXISTS and IN (subquery), nested
-two deep, NOT EXISTS and NOT IN (subquery) (NULLs on either side), UNION [ALL]. For random streams (inserts, deletes of live tuples, NULLs, repeated tuples)
-every view equals DuckDB over the surviving tuples, in the middle of the stream and at
-its end, and undoing the stream empties every map (the derived relations' events cancel
-as the base events do)."""
+two deep, NOT EXISTS and NOT IN (subquery) (NULLs on either side), UNION [ALL], ANY/SOME/
+ALL comparisons and constant subqueries. For random streams (inserts, deletes of live
+tuples, NULLs, repeated tuples) every view equals DuckDB over the surviving tuples, in
+the middle of the stream and at its end, and undoing the stream empties every map (the
+derived relations' events cancel as the base events do)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,13 @@ VIEWS = [
     ("union_distinct", "SELECT a FROM r UNION SELECT d FROM t"),
     ("union_joined", "SELECT s.c, COUNT(*) AS n FROM s, (SELECT a AS k FROM r WHERE b > 1 UNION ALL "
                      "SELECT d FROM t) u WHERE s.b = u.k GROUP BY s.c"),
+    ("greater_than_any", "SELECT r.a, COUNT(*) AS n FROM r WHERE r.b > ANY (SELECT s.c FROM s WHERE s.b = r.a) "
+                         "GROUP BY r.a"),
+    ("at_most_some", "SELECT * FROM r WHERE r.b <= SOME (SELECT t.d FROM t)"),
+    ("equal_any", "SELECT COUNT(*) AS n FROM r WHERE r.a = ANY (SELECT t.c FROM t WHERE t.d > 1)"),
+    ("below_all_averages", "SELECT * FROM r WHERE r.a < ALL (SELECT AVG(s.c) FROM s WHERE s.b = r.b)"),
+    ("constant_subqueries", "SELECT r.a, r.b FROM r WHERE r.a = (SELECT 3) AND EXISTS (SELECT 1) "
+                            "AND r.b IN (SELECT 2)"),
     ("union_of_aggregates", "SELECT k, MAX(n) AS most FROM (SELECT r.a AS k, COUNT(*) AS n FROM r GROUP BY r.a "
                             "UNION ALL SELECT t.c, SUM(t.d) FROM t GROUP BY t.c) u GROUP BY k"),
 ]
