@@ -83,8 +83,8 @@ def view_set(count: int) -> dict[str, str]:
 
 
 def build(home: Path, epochs: int, event_epochs: int, views: int, work: Path) -> None:
+    from cumulus.app import Engine
     from cumulus.config import load_settings
-    from cumulus.engine import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.ingest.tpch_stream import generate
     from cumulus.store.home import init_home
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.reuse and (home / "schema.sql").exists()):
         build(home, args.epochs, args.event_epochs, args.views, args.work)
 
-    from cumulus.engine import Engine
+    from cumulus.app import Engine
 
     engine = Engine.open(home, app_name="bench ledger page")
     env = {**os.environ, "CUMULUS_HOME": str(home), "AIRFLOW_HOME": tempfile.mkdtemp(prefix="bench-airflow-"),

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.engine.api import run_step
+    from cumulus.app import run_step
 
     args = build_parser().parse_args(argv)
     return run_step(lambda: args.func(args), verbose=args.verbose, debug=args.debug)

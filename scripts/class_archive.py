@@ -36,8 +36,8 @@ VIEWS = {
 
 def workload(home: Path) -> None:
     """The pipeline, in this process (its JVM writes the archive when it exits)."""
+    from cumulus.app import Engine
     from cumulus.config import load_settings
-    from cumulus.engine.api import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.ingest.tpch_stream import generate
     from cumulus.store.home import init_home

@@ -16,7 +16,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cumulus.engine import Engine, run_step
+    from cumulus.app import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/apply.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")

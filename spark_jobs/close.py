@@ -42,8 +42,8 @@ def record(engine, epoch: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cumulus.app import Engine, run_step
     from cumulus.commands.epoch import print_closed
-    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/close.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")

@@ -19,8 +19,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cumulus.app import Engine, run_step
     from cumulus.commands.ingest import add_arguments, print_report
-    from cumulus.engine import Engine, run_step
     from cumulus.errors import IngestError
 
     parser = argparse.ArgumentParser(prog="spark_jobs/ingest.py", description=__doc__.splitlines()[0])

@@ -16,8 +16,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cumulus.app import Engine, run_step
     from cumulus.commands.maintenance import add_arguments, maintain
-    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/maintenance.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")

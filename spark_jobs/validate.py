@@ -23,8 +23,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cumulus.app import Engine, run_step
     from cumulus.commands.quality import exit_status, say
-    from cumulus.engine import Engine, run_step
 
     parser = argparse.ArgumentParser(prog="spark_jobs/validate.py", description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="Cumulus home (default $CUMULUS_HOME or ./.cumulus)")

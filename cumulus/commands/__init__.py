@@ -6,8 +6,8 @@ import argparse
 
 
 def engine_for(args: argparse.Namespace):
-    """The home's engine (cumulus.engine.Engine) for a command: --home, its Spark app name."""
+    """The home's engine (cumulus.app.Engine) for a command: --home, its Spark app name."""
+    from cumulus.app import Engine
     from cumulus.config import settings_from_args
-    from cumulus.engine import Engine
 
     return Engine(settings_from_args(args), app_name=f"cumulus {args.command}")

@@ -1,6 +1,2 @@
 """The engine: apply, repair, fold and publish an epoch over the maps and base tables.
-`Engine` (api.py) is its one entry point."""
-
-from cumulus.engine.api import Engine, run_step
-
-__all__ = ["Engine", "run_step"]
+The application layer above it (cumulus/app.py: `Engine`) is what every face calls."""

@@ -177,7 +177,7 @@ class EngineServer:
 
     def serve(self) -> None:
         """Start the session, publish the state file, run steps until stopped."""
-        from cumulus.engine import Engine
+        from cumulus.app import Engine
 
         self._engine = Engine(self.settings, app_name="cumulus-engine").keep_warm()
         self._engine.spark  # noqa: B018 (start the JVM and attach the catalog before saying we are up)

@@ -21,7 +21,7 @@ each epoch closed since is verified:
 prints, last, `soak: K kills, E epochs verified, 0 lost, 0 duplicated` (with the real
 numbers) and exits 1 on any failure. tests/engine/test_kill_loop.py runs it in CI with
 6 kills (one of every kind of instant). The worker is this file too (`worker HOME
-LANDING THROUGH SEED`): it calls the engine library (cumulus.engine.api.Engine), as the
+LANDING THROUGH SEED`): it calls the engine library (cumulus.app.Engine), as the
 DAG's steps and the CLI do."""
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def setup(home: Path, master: str = "local[2]") -> None:
     steps run on `master` (a standalone cluster's URL: a few shuffle partitions, as its
     data is tiny). The setup itself runs on a local master: creating tables and views
     needs no executors, and a cluster app would start two executor JVMs for it."""
+    from cumulus.app import Engine
     from cumulus.config import load_settings, with_overrides
-    from cumulus.engine.api import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
 
@@ -138,7 +138,7 @@ def worker(home: Path, landing: Path, through: int, seed: int) -> None:
     maintenance (snapshot expiry with nothing retained beyond what tags, branches and the
 open epoch need, compaction): between the applies of odd epochs, after the close of even
 ones."""
-    from cumulus.engine.api import Engine
+    from cumulus.app import Engine
     from cumulus.store.ledger import APPLIED, OPEN, ledger_rows
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")

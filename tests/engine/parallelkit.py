@@ -1,6 +1,6 @@
 """The processes of the parallel-applies test (tests/engine/test_parallel_applies.py): one
 per source, each ingesting its files of every epoch and applying them, and a closer. They
-call the engine library (cumulus.engine.api.Engine) in processes of their own, on a home
+call the engine library (cumulus.app.Engine) in processes of their own, on a home
 whose catalog is a PostgreSQL server, and meet through marker files:
 
     python tests/engine/parallelkit.py setup HOME VIEW...
@@ -40,8 +40,8 @@ def wait_for(paths: list[Path], what: str, timeout: float = 600) -> None:
 
 
 def setup(home: Path, views: list[str]) -> None:
+    from cumulus.app import Engine
     from cumulus.config import load_settings
-    from cumulus.engine.api import Engine
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
 
@@ -54,7 +54,7 @@ def setup(home: Path, views: list[str]) -> None:
 
 
 def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, seed: int) -> None:
-    from cumulus.engine.api import Engine
+    from cumulus.app import Engine
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import OPEN, ledger_rows
 
@@ -76,7 +76,7 @@ def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, see
 
 
 def closer(home: Path, markers: Path, epochs: int) -> None:
-    from cumulus.engine.api import Engine
+    from cumulus.app import Engine
 
     engine = Engine.open(home)
     engine.spark  # noqa: B018

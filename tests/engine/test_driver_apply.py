@@ -14,9 +14,9 @@ import pytest
 from enginekit import _homes, write_events
 from oracle import DuckOracle, alive_after
 
+from cumulus.app import Engine
 from cumulus.config import load_settings, with_overrides
 from cumulus.engine import apply as apply_module
-from cumulus.engine.api import Engine
 from cumulus.engine.apply import apply_source
 from cumulus.engine.close import close_epoch
 from cumulus.ingest.job import ingest_files

@@ -18,9 +18,9 @@ import pytest
 from enginekit import write_epoch_files
 from oracle import DuckOracle, alive_after, assert_view_equals_sql
 
+from cumulus.app import Engine
 from cumulus.cli import main as cli_main
 from cumulus.config import load_settings, with_overrides
-from cumulus.engine import Engine
 from cumulus.engine.publish import view_names
 from cumulus.errors import ViewError
 from cumulus.ingest.dbtoaster import read_stream

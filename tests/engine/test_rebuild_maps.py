@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 
+from cumulus.app import Engine
 from cumulus.config import load_settings, with_overrides
-from cumulus.engine import Engine
 from cumulus.errors import ReadError, ViewError
 from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader

@@ -16,7 +16,7 @@ import pytest
 from enginekit import CHAIN, SOURCES, write_events
 from oracle import DuckOracle, assert_view_equals_sql
 
-from cumulus.engine.api import Engine
+from cumulus.app import Engine
 from cumulus.engine.apply import APPLY_BATCH, apply_source
 from cumulus.engine.close import close_epoch
 from cumulus.errors import EpochOrderError, ExitCode

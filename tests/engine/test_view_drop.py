@@ -9,7 +9,7 @@ import pytest
 from enginekit import CHAIN, REPO, SIMPLE, SOURCES, write_events
 from oracle import DuckOracle, alive_after
 
-from cumulus.engine.api import Engine
+from cumulus.app import Engine
 from cumulus.engine.apply import apply_source
 from cumulus.engine.close import close_epoch
 from cumulus.engine.registry import ViewError, registered_views

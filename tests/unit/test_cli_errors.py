@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cumulus.app import one_line, run_step
 from cumulus.cli import main
-from cumulus.engine.api import one_line, run_step
 from cumulus.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]

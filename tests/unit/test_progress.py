@@ -10,7 +10,7 @@ import re
 
 from rich.console import Console
 
-from cumulus.engine.api import run_step
+from cumulus.app import run_step
 from cumulus.progress import command_progress, interactive
 
 log = logging.getLogger("cumulus.close")

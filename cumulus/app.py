@@ -1,7 +1,9 @@
-"""The engine as a library: `Engine` holds one home's settings, its Spark session, its
-schema and the compiled plan of its registered views, and runs the epoch's steps. The
-CLI (cumulus/commands), the Spark jobs (spark_jobs/) and the pipeline call it; a process
-that keeps one Engine keeps its JVM warm and compiles the views once.
+"""The application layer: `Engine` holds one home's settings, its Spark session, its
+schema and the compiled plan of its registered views, and runs every workflow of an
+epoch (ingest, apply, close, validate) and of its views. The CLI (cumulus/commands), the
+Spark jobs (spark_jobs/), the pipeline and the warm engine call it; it sits above the
+engine library, ingestion, reads and quality (tests/unit/test_layers.py). A process that
+keeps one Engine keeps its JVM warm and compiles the views once.
 
     engine = Engine.open(home)
     engine.ingest("orders")                 # a source's landed files -> the open epoch
