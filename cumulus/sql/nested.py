@@ -231,7 +231,8 @@ class NestedBinder:
             inner = c.args["query"].this
             if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
                 raise self.refuse("IN (subquery) must be one SELECT of one column", c)
-            if not self.correlations(inner) and c.this.sql().lower() in group_texts:
+            plain = not any(isinstance(t, exp.Subquery) for t in inner.find_all(exp.Subquery))
+            if plain and not self.correlations(inner) and c.this.sql().lower() in group_texts:
                 return [c]  # a group key: whole groups kept or dropped at read time
             return self.semijoin(c.args["query"], [c.this], c)
         if isinstance(c, tuple(CMP)) and any(isinstance(n, exp.Subquery) for n in c.walk()):
