@@ -23,12 +23,10 @@ What the front end rewrites into derived relations, before binding the outer que
 - NOT EXISTS and x NOT IN (SELECT y ...), correlated by equalities with columns of one
   outer relation or not: joins with derived relations of signed rows (`signed_join`);
 - UNION ALL (a view, or in FROM): a derived relation whose rows are every part's; UNION:
-  SELECT DISTINCT * over that;
-- EXISTS and NOT EXISTS correlated by one comparison <, <=, >, >=, <> beside equalities
-  (`theta_exists`, `present_query`); x CMP ANY (subquery) as MIN or MAX (`quantified`).
+  SELECT DISTINCT * over that.
 
-ALL over rows, and other correlations than these, are refused here with the construct
-named (a view can still be kept by full refresh, cumulus/sql/full.py)."""
+ALL/ANY and correlations other than equalities are refused here with the construct named
+(a view can still be kept by full refresh, cumulus/sql/full.py)."""
 
 from __future__ import annotations
 
@@ -138,16 +136,6 @@ def _constants_inlined(c: exp.Expression) -> exp.Expression:
         if (value := _constant(sub)) is not None:
             sub.replace(value.copy())
     return c
-
-
-_FLIP = {exp.LT: exp.GT, exp.LTE: exp.GTE, exp.GT: exp.LT, exp.GTE: exp.LTE, exp.NEQ: exp.NEQ}  # a op b = b flip a
-
-
-def _distinct_columns(columns: list[exp.Expression]) -> list[exp.Expression]:
-    out: dict[str, exp.Expression] = {}
-    for c in columns:
-        out.setdefault(c.sql().lower(), c)
-    return list(out.values())
 
 
 def _not_null(e: exp.Expression) -> exp.Expression:
@@ -329,11 +317,6 @@ class NestedBinder:
         inner = sub.this if isinstance(sub, exp.Subquery) else sub
         if not isinstance(inner, exp.Select):
             raise self.refuse("a subquery must be a SELECT here", node)
-        if not lhs:
-            thetas: list = []
-            corr = self.correlations(inner, thetas)
-            if thetas:
-                return self.theta_exists(inner, corr, thetas, node)
         corr = self.correlations(inner)
         group = inner.args.get("group")
         if group is not None and (not lhs or len(group.expressions) != 1
@@ -363,68 +346,12 @@ class NestedBinder:
         (`signed_join`), R's distinct correlation values less those the subquery has rows
         for. A NULL outer value matches no inner row: its rows pass."""
         inner = self.anti_inner(sub, node, "NOT EXISTS")
-        thetas: list = []
-        corr = self.correlations(inner, thetas)
-        if thetas:  # the outer values for which EXISTS holds, taken away from all of them
-            outer = _distinct_columns([o for _, o, _ in corr] + [o for _, _, o, _ in thetas])
-            owner = self.owner_of(outer, node, "NOT EXISTS")
-            present, keys = self.present_query(inner, thetas, owner, outer, node)
-            return self.signed_join(node, owner, outer, {NULL_FLAG: _any_null(outer)},
-                                    [(present, keys, {NULL_FLAG: 0})])
+        corr = self.correlations(inner)
         outer = [o for _, o, _ in corr]
         owner = self.owner_of(outer, node, "NOT EXISTS")
         nonnull = [_not_null(i) for i, _, _ in corr]
         return self.signed_join(node, owner, outer, {NULL_FLAG: _any_null(outer)},
                                 [(_without(inner, corr, nonnull), [i for i, _, _ in corr], {NULL_FLAG: 0})])
-
-    def theta_exists(self, inner: exp.Select, corr, thetas, node: exp.Expression) -> list[exp.Expression]:
-        """EXISTS (sub) correlated by a comparison other than an equality (and equalities).
-        One `inner < outer` (<=, >, >=): some inner value is below the outer one, so the
-        least is: `outer > (SELECT MIN(inner) ...)`, a correlated scalar subquery (MIN and
-        MAX skip NULLs, as the comparison does). Otherwise (<>, or several): a semi-join with
-        the distinct outer values for which it holds (`present_query`)."""
-        if len(thetas) == 1 and thetas[0][1] is not exp.NEQ:
-            value, op, outer, conj = thetas[0]
-            rest = _without(inner, [(None, None, conj)], [])
-            pick = exp.Min if op in (exp.LT, exp.LTE) else exp.Max
-            rest.set("expressions", [pick(this=value.copy())])
-            rest.set("distinct", None)
-            return self.compared(_FLIP[op](this=outer.copy(), expression=exp.Subquery(this=rest)))
-        outer = _distinct_columns([o for _, o, _ in corr] + [o for _, _, o, _ in thetas])
-        owner = self.owner_of(outer, node, "EXISTS")
-        present, keys = self.present_query(inner, thetas, owner, outer, node)
-        present.set("expressions", [exp.alias_(k.copy(), KEY.format(n + 1)) for n, k in enumerate(keys)])
-        present.set("distinct", exp.Distinct())
-        alias = self.join_derived(present, node)
-        return [exp.EQ(this=o.copy(), expression=exp.column(KEY.format(n + 1), alias)) for n, o in enumerate(outer)]
-
-    def present_query(self, inner: exp.Select, thetas, owner: tuple[str, str], outer: list[exp.Expression],
-                      node: exp.Expression) -> tuple[exp.Select, list[exp.Expression]]:
-        """A query of the outer relation `owner`'s values `outer` for which EXISTS (inner)
-        holds, and its key expressions: `SELECT ... FROM R WHERE EXISTS (inner)`, its
-        correlation now with R; one `x <> y` as the UNION of `x < y` and `x > y`."""
-        if len(thetas) != 1:
-            raise self.refuse("a subquery correlated by two comparisons other than equalities has no incremental "
-                              "form here", node)
-        alias, relation = owner
-        table = exp.Table(this=exp.to_identifier(relation), alias=exp.TableAlias(this=exp.to_identifier(alias)))
-        _, op, _, conj = thetas[0]
-        cases = [conj] if op is not exp.NEQ else [exp.LT(this=conj.this.copy(), expression=conj.expression.copy()),
-                                                   exp.GT(this=conj.this.copy(), expression=conj.expression.copy())]
-        selects = []
-        for case in cases:
-            q = inner.copy()
-            for c in q.find_all(type(conj)):
-                if c == conj:
-                    c.replace(case.copy())
-                    break
-            selects.append(exp.select(*(exp.alias_(o.copy(), f"__c{n + 1}") for n, o in enumerate(outer)))
-                           .from_(table.copy()).where(exp.Exists(this=q)))
-        if len(selects) == 1:
-            return selects[0], [o.copy() for o in outer]
-        union = exp.Union(this=selects[0], expression=selects[1], distinct=False)
-        body = exp.select("*").from_(exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("__p"))))
-        return body, [exp.column(f"__c{n + 1}", "__p") for n in range(len(outer))]
 
     def anti_in(self, c: exp.Not) -> list[exp.Expression]:
         """x NOT IN (SELECT y ...), correlated by equalities or not: true where the
@@ -548,13 +475,10 @@ class NestedBinder:
         aliases, columns = scope
         return (col.table.lower() not in aliases) if col.table else (col.name.lower() not in columns)
 
-    def correlations(self, q: exp.Select, thetas: list | None = None
-                     ) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
+    def correlations(self, q: exp.Select) -> list[tuple[exp.Expression, exp.Expression, exp.Expression]]:
         """q's correlated conjuncts of WHERE as (inner side, outer side, conjunct): each an
         equality of an expression over q's relations with one over the outer query's.
-        Refuses a correlation of any other form, or outside WHERE; with `thetas`, collects
-        the comparisons <, <=, >, >=, <> of the same shape there, as (inner, op, outer,
-        conjunct) with the inner side on the left."""
+        Refuses a correlation of any other form, or outside WHERE."""
         scope = self.scope_columns(q)
 
         def outer_cols(node: exp.Expression) -> list[exp.Column]:
@@ -576,16 +500,6 @@ class NestedBinder:
                     continue
                 if b_out and not b_in and a_in and not a_out:
                     found.append((a, b, c))
-                    continue
-            if thetas is not None and type(c) in _FLIP:
-                (a, b) = (c.this, c.expression)
-                a_in = any(not self.is_outer(x, scope) for x in a.find_all(exp.Column))
-                b_in = any(not self.is_outer(x, scope) for x in b.find_all(exp.Column))
-                if a_in and not outer_cols(a) and outer_cols(b) and not b_in:
-                    thetas.append((a, type(c), b, c))
-                    continue
-                if b_in and not outer_cols(b) and outer_cols(a) and not a_in:
-                    thetas.append((b, _FLIP[type(c)], a, c))
                     continue
             raise self.refuse(f"a correlated condition other than inner = outer ({self.text_of(c)}) has no "
                               "incremental form here", c)
