@@ -523,12 +523,7 @@ class NestedBinder:
     def decorrelated(self, inner: exp.Select, corr, items: list[exp.Expression], group: bool = True) -> exp.Select:
         """inner without its correlated conjuncts, selecting the inner side of each as a
         key (grouped by them) and then `items`."""
-        q = inner.copy()
-        dropped = {c.sql() for _, _, c in corr}
-        where = q.args.get("where")
-        if where is not None:
-            kept = [c for c in parts(where.this, exp.And) if c.sql() not in dropped]
-            q.set("where", exp.Where(this=_conj(kept)) if kept else None)
+        q = _without(inner, corr, [])
         keys = [exp.alias_(i.copy(), KEY.format(n + 1)) for n, (i, _, _) in enumerate(corr)]
         q.set("expressions", keys + items)
         q.set("distinct", None)
