@@ -1,7 +1,7 @@
 """The application layer: `Engine` holds one home's settings, its Spark session, its
 schema and the compiled plan of its registered views, and runs every workflow of an
 epoch (ingest, apply, close, validate) and of its views. The CLI (cumulus/commands), the
-Spark jobs (spark_jobs/), the pipeline and the warm engine call it; it sits above the
+Spark jobs (cumulus.jobs), the pipeline and the warm engine call it; it sits above the
 engine library, ingestion, reads and quality (tests/unit/test_layers.py). A process that
 keeps one Engine keeps its JVM warm and compiles the views once.
 
@@ -16,6 +16,7 @@ line with its exit status (errors.ExitCode), a traceback only when asked for."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from cumulus.engine.evaluate import BatchPlan
     from cumulus.engine.views import Dropped
     from cumulus.ingest.report import IngestReport
+    from cumulus.ingest.sources import Source
     from cumulus.quality.validate import Outcome
     from cumulus.schema import Schema
     from cumulus.sql.views import Compilation
@@ -170,7 +172,31 @@ class Engine:
         if epoch is None:
             epoch, why = self.epoch_to_close()
             (progress or log.info)(f"closing epoch {epoch} ({why})")
-        return epoch, close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps)
+        metrics = close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps)
+        self._record_inputs(epoch)
+        return epoch, metrics
+
+    def _record_inputs(self, epoch: int) -> dict[str, int]:
+        """Complete a closed epoch's ledger row with the input counts of the file manifest
+        and the late files of the landing folders (cumulus.ingest.landing.late_entries):
+        folders of the pipeline's layout that missed the epoch. Idempotent: a rerun writes
+        the same values."""
+        from cumulus.ingest.landing import late_entries
+        from cumulus.store.files import epoch_counts
+        from cumulus.store.ledger import CLOSED, ledger_row, transition
+
+        spark, settings = self.spark, self.settings
+        row = ledger_row(spark, settings, epoch)
+        if row is None or row.state != CLOSED:
+            return {}
+        counts = epoch_counts(spark, settings, epoch)
+        late = late_entries(spark, settings, settings.pipeline, epoch)
+        fields = {k: counts[k] for k in ("events", "rejected", "files", "batches")}
+        transition(spark, settings, epoch, CLOSED, late_files=late or None, **fields)
+        for entry in late:
+            log.warning("epoch %d source %s: %s folder %s (%s)", epoch, entry["source"], entry["kind"],
+                        entry["folder"], ", ".join(entry["files"]) or "no files")
+        return fields
 
     def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,
                  progress: Callable[[str], None] | None = None) -> Outcome | None:
@@ -217,11 +243,66 @@ class Engine:
         self._compiled = None
         return drop_view(self.spark, self.settings, self.schema, name)
 
-    def maintain(self, **options: Any) -> list:
-        """Expire snapshots and compact every table (cumulus.store.maintenance.maintain)."""
+    def maintain(self, retain_last: int | None = None, retain_for: str | dt.timedelta | None = None,
+                 expire: bool = True, compact: bool | None = None, tables: list[str] | None = None) -> list:
+        """Expire snapshots and compact every table, or `tables` (e.g. maps.entries); unset
+        options take the home's [pipeline] retention (cumulus.store.maintenance.maintain)."""
+        from cumulus.config import parse_duration
         from cumulus.store.maintenance import maintain
 
-        return maintain(self.spark, self.settings, **options)
+        cfg = self.settings.pipeline
+        return maintain(
+            self.spark, self.settings,
+            retain_last=retain_last or cfg.retain_last,
+            retain_for=parse_duration(retain_for, "retain_for") if retain_for else cfg.retain_for,
+            expire=expire,
+            compact=cfg.compact if compact is None else compact,
+            target_file_size_mb=cfg.target_file_size_mb,
+            tables=[f"{self.settings.catalog}.{t}" for t in tables] if tables else None,
+        )
+
+    def add_source(self, name: str, priority: int, landing: str | Path | None = None,
+                   max_error_rate: float | None = None) -> Source:
+        """Declare a source in cumulus.toml and create its landing folder."""
+        from cumulus.ingest.sources import add_source
+
+        return add_source(self.settings, name, priority, landing, max_error_rate)
+
+    def remove_source(self, name: str) -> Source:
+        """Take a source out of cumulus.toml (its landing folder and past events stay);
+        refused while it has committed batches in an epoch not closed yet."""
+        from cumulus.ingest.sources import get_source, remove_source
+        from cumulus.store.catalog import pyiceberg_catalog
+        from cumulus.store.files import committed_batches
+        from cumulus.store.ledger import DONE, ledger_rows
+
+        source = get_source(self.settings, name)
+        catalog = pyiceberg_catalog(self.settings)
+        unclosed = {r.epoch for r in ledger_rows(catalog, self.settings) if r.state not in DONE}
+        pending = sorted({b.epoch for b in committed_batches(catalog, self.settings, source=source.name)
+                          if b.epoch in unclosed})
+        return remove_source(self.settings, name, pending)
+
+    @classmethod
+    def init(cls, home: str | Path | None, schema_file: str | Path) -> tuple[Engine, Any]:
+        """Make `home` a Cumulus home: its schema, its Iceberg tables and epoch 1 (the same
+        schema again changes nothing; another is refused); the engine and what init did."""
+        from cumulus.store.home import init_home
+
+        engine = cls(load_settings(home), app_name="cumulus-init")
+        return engine, init_home(engine.spark, engine.settings, schema_file)
+
+    def dbt_build(self, epoch: int | None = None, echo: Callable[[str], None] | None = None) -> tuple[int, list]:
+        """`dbt build` of the project on the stable snapshot (or tag epoch-N), in one dbt
+        process; (its exit status, the nodes it ran) (cumulus.dbt.run.build)."""
+        from cumulus.dbt.run import build
+
+        return build(self.settings, epoch, echo=echo)
+
+
+def exit_status(outcome: Outcome | None) -> int:
+    """A validation's exit status: 0 passed (or nothing waited), 1 failed (a verdict on the data)."""
+    return int(ExitCode.OK) if outcome is None or outcome.passed else int(ExitCode.CHECKS_FAILED)
 
 
 def run_step(step: Callable[[], int | None], verbose: bool = False, debug: bool | None = None) -> int:

@@ -76,3 +76,35 @@ def json_line(columns: Sequence[str], row: Sequence) -> str:
     """A row as one JSON object (see `json_value`)."""
     fields = (f"{json.dumps(c)}: {json_value(v)}" for c, v in zip(columns, row, strict=True))
     return "{" + ", ".join(fields) + "}"
+
+
+# ------------------------------------------------------------------ what a step printed
+# The CLI (cumulus/commands) and the Spark jobs (cumulus/jobs) print a step's outcome
+# alike; the objects come from cumulus.app (duck-typed here: output imports nothing).
+
+MAINTENANCE_COLUMNS = ("table", "snapshots_before", "snapshots_after", "tags", "data_files_deleted",
+                       "files_rewritten", "files_added", "delete_files_removed", "layer_rows_compacted",
+                       "delta_rows_compacted", "log_rows_compacted", "seconds")
+
+
+def closed_text(epoch: int, metrics: dict, fmt: str = "table") -> str:
+    """A close's outcome: its headline and the metrics the ledger row got."""
+    return f"epoch {epoch} closed and tagged epoch-{epoch}\n" + render(list(metrics), [tuple(metrics.values())], fmt)
+
+
+def ingest_text(report) -> str:
+    """An ingest report (cumulus.ingest.report.IngestReport): per relation, per file, its headline."""
+    parts = []
+    if report.relations:
+        parts.append(render(*report.relation_rows(), "table"))
+    if report.files:
+        parts.append(render(*report.file_rows(), "table"))
+    if report.recovered:
+        parts.append(f"rolled back first: {len(report.recovered)} incomplete batch(es): {', '.join(report.recovered)}\n")
+    parts.append(f"source {report.source}: no files to ingest\n" if report.epoch is None else report.headline() + "\n")
+    return "".join(parts)
+
+
+def maintenance_text(reports, fmt: str = "table") -> str:
+    """One row per table that maintenance went through (cumulus.store.maintenance.TableReport)."""
+    return render(list(MAINTENANCE_COLUMNS), [tuple(getattr(r, c) for c in MAINTENANCE_COLUMNS) for r in reports], fmt)

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
 
+from cumulus.config import pipeline_home
 from cumulus.pipeline.assets import STABLE_SNAPSHOT
-from cumulus.pipeline.config import pipeline_home
 
 HOME = str(pipeline_home())
 

@@ -15,13 +15,13 @@
   the source's folder of the epoch (its ready marker) for at most `late_timeout`; then it
   is skipped and the epoch closes without the source; close records the folder in the ledger's `late_files` and the next runs
   ingest it.
-- ingest / apply / close / validate are Spark jobs (spark_jobs/*.py via spark-submit),
+- ingest / apply / close / validate are Spark jobs (cumulus.jobs.<job> via spark-submit),
   in the pool `[pipeline] pool` (1 slot: one catalog writer at a time).
 - `publish` updates the asset cumulus_stable_snapshot (extra: epoch, tag, home) when
   validation passed; dags/cumulus_dbt.py is scheduled on it.
 
 Configuration: `[pipeline]` of $CUMULUS_HOME/cumulus.toml or CUMULUS_PIPELINE_* (see
-cumulus/pipeline/config.py and docs/airflow.md).
+cumulus/config.py and docs/airflow.md).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from airflow.sdk import (
     task_group,
 )
 
+from cumulus.config import load_pipeline_config, pipeline_home
 from cumulus.pipeline.assets import STABLE_SNAPSHOT
-from cumulus.pipeline.config import load_pipeline_config, pipeline_home
 from cumulus.pipeline.operators import CumulusSparkJob, LandingWait
 
 HOME = str(pipeline_home())

@@ -1,6 +1,6 @@
 """cumulus_maintenance: keep the tables small and the history bounded.
 
-    maintenance   (spark_jobs/maintenance.py: `cumulus maintenance`)
+    maintenance   (cumulus.jobs.maintenance: `cumulus maintenance`)
 
 Every `[pipeline] maintenance_interval`: compact small data files (Iceberg
 rewrite_data_files, when `[pipeline] compact`), then expire snapshots except the tagged
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, DeltaTriggerTimetable
 
-from cumulus.pipeline.config import load_pipeline_config, pipeline_home
+from cumulus.config import load_pipeline_config, pipeline_home
 from cumulus.pipeline.operators import CumulusSparkJob
 
 HOME = str(pipeline_home())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, DeltaTriggerTimetable, TriggerRule, task, task_group
 
-from cumulus.pipeline.config import load_pipeline_config, pipeline_home
+from cumulus.config import load_pipeline_config, pipeline_home
 from cumulus.pipeline.operators import CumulusSparkJob
 
 HOME = str(pipeline_home())

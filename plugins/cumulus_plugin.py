@@ -42,8 +42,7 @@ def _status() -> dict[str, Any]:
     """The status of the home (pipeline_status keeps what it read per table version: a
     page costs one catalog query while nothing changed). One reading at a time: a request
     during another waits for it and finds what it kept."""
-    from cumulus.config import load_settings
-    from cumulus.pipeline.config import pipeline_home
+    from cumulus.config import load_settings, pipeline_home
     from cumulus.pipeline.status import pipeline_status
 
     with _LOCK:
@@ -161,7 +160,7 @@ PAGE = """<!doctype html>
 
 
 def create_app() -> FastAPI:
-    from cumulus.pipeline.config import pipeline_home
+    from cumulus.config import pipeline_home
     from cumulus.pipeline.plots import all_plots
 
     app = FastAPI(title="Cumulus", description="The Cumulus ledger and views (read with PyIceberg)")

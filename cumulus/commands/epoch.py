@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cumulus.config import settings_from_args
-from cumulus.output import FORMATS, render
+from cumulus.output import FORMATS, closed_text, render
 
 COLUMNS = ["epoch", "state", "opened_at", "sealed_at", "closed_at", "published_at",
            "events", "rejected", "files", "batches", "validation"]
@@ -71,13 +71,8 @@ def cmd_close(args: argparse.Namespace) -> int:
         print(f"cumulus: {line}", file=sys.stderr, flush=True)
 
     epoch, metrics = engine_for(args).close(args.epoch, progress=say, rebuild_maps=args.rebuild)
-    print_closed(epoch, metrics, args.format)
+    sys.stdout.write(closed_text(epoch, metrics, args.format))
     return 0
-
-
-def print_closed(epoch: int, metrics: dict, fmt: str) -> None:
-    sys.stdout.write(f"epoch {epoch} closed and tagged epoch-{epoch}\n")
-    sys.stdout.write(render(list(metrics), [tuple(metrics.values())], fmt))
 
 
 def register(subparsers) -> None:

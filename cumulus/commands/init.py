@@ -8,12 +8,10 @@ from cumulus.config import settings_from_args
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from cumulus.spark.session import spark_session
-    from cumulus.store.home import init_home
+    from cumulus.app import Engine
 
-    settings = settings_from_args(args, require_home=False)
-    spark = spark_session(settings, app_name="cumulus-init")
-    result = init_home(spark, settings, args.schema)
+    engine, result = Engine.init(settings_from_args(args, require_home=False).home, args.schema)
+    settings = engine.settings
     verb = "initialized" if result.created else "already initialized (same schema): checked"
     print(f"{settings.home}: {verb}")
     print(f"relations: {', '.join(result.schema.names)}")

@@ -17,8 +17,6 @@ import sys
 
 from cumulus.config import settings_from_args
 
-EXIT_PASSED, EXIT_FAILED = 0, 1
-
 
 def say(line: str) -> None:
     sys.stdout.write(line + "\n")
@@ -26,15 +24,11 @@ def say(line: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from cumulus.app import exit_status
     from cumulus.commands import engine_for
 
     outcome = engine_for(args).validate(args.epoch, args.expectations, True if args.full else None, progress=say)
     return exit_status(outcome)
-
-
-def exit_status(outcome) -> int:
-    """0 passed (or nothing to validate), 1 failed: a verdict on the data."""
-    return EXIT_PASSED if outcome is None or outcome.passed else EXIT_FAILED
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -10,26 +10,17 @@ from cumulus.output import FORMATS, render
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from cumulus.ingest.sources import add_source
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
-    src = add_source(settings, args.name, args.priority, args.landing, args.max_error_rate)
+    src = engine_for(args).add_source(args.name, args.priority, args.landing, args.max_error_rate)
     print(f"source {src.name}: priority {src.priority}, landing {src.landing}")
     return 0
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from cumulus.ingest.sources import get_source, remove_source
-    from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.files import committed_batches
-    from cumulus.store.ledger import DONE, ledger_rows
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
-    source = get_source(settings, args.name)
-    catalog = pyiceberg_catalog(settings)
-    unclosed = {r.epoch for r in ledger_rows(catalog, settings) if r.state not in DONE}
-    pending = sorted({b.epoch for b in committed_batches(catalog, settings, source=source.name) if b.epoch in unclosed})
-    remove_source(settings, args.name, pending)
+    source = engine_for(args).remove_source(args.name)
     print(f"source {source.name} removed (priority {source.priority}); its landing folder {source.landing} "
           "and its past events are kept")
     return 0

@@ -35,14 +35,15 @@ def build_task(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
     verdict); dbt failing to run at all is retried."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-    from cumulus.config import load_settings
-    from cumulus.dbt.run import DATA_FAILED, build
+    from cumulus.app import Engine
+    from cumulus.dbt.run import DATA_FAILED
 
-    settings = load_settings(home)
+    engine = Engine.open(home)
+    settings = engine.settings
     param = (context.get("params") or {}).get("epoch")
     epoch = int(param) if param not in (None, "") else stable_epoch(context.get("triggering_asset_events"))
     log.info("dbt build on %s at %s", settings.home, f"epoch {epoch}" if epoch else "the latest published epoch")
-    code, nodes = build(settings, epoch, echo=log.info)
+    code, nodes = engine.dbt_build(epoch, echo=log.info)
     for node in nodes:
         log.info("%-10s %-9s %6.2f s  %s%s", node.kind, node.status, node.seconds, node.name,
                  f": {node.message}" if node.failed else "")

@@ -1,31 +1,23 @@
-"""The pipeline's Spark steps (spark_jobs/*.py): their names, their arguments decided at
-run time from the ledger and the landing folders (cumulus.pipeline.epochs), so a rerun
+"""The pipeline's Spark steps (cumulus.jobs: `python -m cumulus.jobs.<job>`): their names, their arguments decided at
+run time from the ledger and the landing folders (cumulus.ingest.landing), so a rerun
 of any step is safe, and how a step runs inside a warm process. No Airflow here: the
 operators (cumulus.pipeline.operators) and the warm engine (cumulus.pipeline.server)
 both use it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import importlib
 
-REPO = Path(__file__).resolve().parents[2]
-JOBS = REPO / "spark_jobs"
-JOB_NAMES = ("ingest", "apply", "close", "validate", "maintenance")
+from cumulus.jobs import JOB_NAMES, check_job, job_file
 
-
-def check_job(job: str) -> str:
-    """`job` if it names a Spark step; ValueError otherwise."""
-    if job not in JOB_NAMES:
-        raise ValueError(f"unknown Cumulus Spark job {job!r} (jobs: {', '.join(JOB_NAMES)})")
-    return job
+__all__ = ["JOB_NAMES", "check_job", "job_arguments", "job_file", "run_job"]
 
 
 def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None,
                   mode: str = "epoch", plan=None) -> tuple[list[str], str | None]:
-    """(arguments of spark_jobs/<job>.py, None) or ([], why the step has nothing to do).
+    """(arguments of cumulus.jobs.<job>, None) or ([], why the step has nothing to do).
     `plan`: the epoch's plan when the caller has read it already (plan_epoch)."""
-    from cumulus.pipeline.epochs import CLOSED, FAILED, PUBLISHED, plan_epoch
+    from cumulus.ingest.landing import CLOSED, FAILED, PUBLISHED, plan_epoch
     from cumulus.store.catalog import pyiceberg_catalog
 
     home = ["--home", str(settings.home)]
@@ -56,12 +48,9 @@ def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None
 
 
 def run_job(job: str, args: list[str]) -> int:
-    """Run spark_jobs/<job>.py's main(args) in this process (the warm engine's way: the
+    """Run cumulus.jobs.<job>'s main(args) in this process (the warm engine's way: the
     job's Engine.open returns the process's warm engine); its exit status."""
-    spec = importlib.util.spec_from_file_location(f"cumulus_job_{job}", JOBS / f"{check_job(job)}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"cumulus.jobs.{check_job(job)}")
     try:
         return int(module.main(args) or 0)
     except SystemExit as exc:  # argparse refusing the arguments

@@ -1,5 +1,5 @@
 """The pipeline's operators: LandingWait, the deferrable wait for a source's landing
-folder, and CumulusSparkJob, the operator of the Spark steps: one of the `spark_jobs/`
+folder, and CumulusSparkJob, the operator of the Spark steps: one of the `cumulus.jobs`
 entry points with its arguments decided at run time from the ledger and the landing
 folders (cumulus.pipeline.jobs), so a rerun of any task is safe. When the home's warm
 engine runs (`cumulus engine serve`), the step is handed to it and the task follows its
@@ -32,7 +32,9 @@ from airflow.sdk.exceptions import (
 )
 
 from cumulus.errors import ExitCode
-from cumulus.pipeline.jobs import JOBS, REPO, check_job, job_arguments
+from cumulus.pipeline.jobs import check_job, job_arguments, job_file
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the cumulus package
 
 
 class LandingWait(BaseOperator):
@@ -52,15 +54,15 @@ class LandingWait(BaseOperator):
         import time
 
         from cumulus.config import load_settings
+        from cumulus.ingest.landing import OPEN, is_ready, landing_folder
         from cumulus.ingest.sources import get_source
-        from cumulus.pipeline.config import load_pipeline_config
-        from cumulus.pipeline.epochs import OPEN, is_ready, landing_folder
         from cumulus.pipeline.triggers import LandingReadyTrigger
 
         epoch = int(self.epoch)
         if self.state != OPEN:
             raise AirflowSkipException(f"epoch {epoch} is {self.state}: nothing to wait for")
-        settings, cfg = load_settings(self.home), load_pipeline_config(self.home)
+        settings = load_settings(self.home)
+        cfg = settings.pipeline
         folder = landing_folder(cfg, get_source(settings, self.source).landing, epoch)
         if is_ready(cfg, folder):
             self.log.info("epoch %d source %s: %s is ready", epoch, self.source, folder)
@@ -81,7 +83,7 @@ class LandingWait(BaseOperator):
 
 
 class CumulusSparkJob(SparkSubmitOperator):
-    """Run `spark_jobs/<job>.py` for an epoch (and a source) of the home.
+    """Run `cumulus.jobs.<job>` (spark-submit of its file) for an epoch (and a source) of the home.
 
     `mode` (ingest only): "epoch" takes the epoch's folder once it is ready, plus late
     folders of earlier epochs; "microbatch" takes whatever files of the open epoch's
@@ -106,7 +108,7 @@ class CumulusSparkJob(SparkSubmitOperator):
     ) -> None:
         check_job(job)
         kwargs.setdefault("name", f"cumulus-{job}")
-        super().__init__(application=str(JOBS / f"{job}.py"), **kwargs)
+        super().__init__(application=str(job_file(job)), **kwargs)
         self.job = job
         self.home = home
         self.epoch = epoch
@@ -117,11 +119,10 @@ class CumulusSparkJob(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from cumulus.config import load_settings
-        from cumulus.pipeline.config import load_pipeline_config
         from cumulus.spark.session import driver_java_options, jar_conf
 
         settings = load_settings(self.home)
-        cfg = load_pipeline_config(self.home)
+        cfg = settings.pipeline
         epoch = None if self.epoch in (None, "", "None") else int(self.epoch)
         args, skip = job_arguments(self.job, settings, cfg, epoch, self.source, self.mode)
         if skip:
@@ -211,7 +212,8 @@ def job_environment(settings) -> dict[str, str]:
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "CUMULUS_HOME": str(settings.home),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        # the folder that holds this cumulus package (a checkout or site-packages)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
     }
     if settings.is_local:
         env["SPARK_LOCAL_IP"] = "127.0.0.1"

@@ -2,7 +2,7 @@
 keeps one Spark session and the compiled views, runs the pipeline's steps in it, and
 picks up landed files on its own.
 
-    steps    the same spark_jobs/*.py entry points and arguments as spark-submit runs
+    steps    the same cumulus.jobs entry points and arguments as spark-submit runs
              (cumulus.pipeline.jobs), one at a time, in this process: no JVM start, the
              views compiled once, the catalog attached once
     landing  every `cadence` seconds with nothing queued: each source's files of the
@@ -254,12 +254,11 @@ class EngineServer:
         at the first look, an apply of every source too: a batch ingested before a kill (of
         this engine's predecessor, between its ingest and apply) has no new files to
         announce it, and an apply with nothing to do ends in a moment."""
-        from cumulus.pipeline.config import load_pipeline_config
         from cumulus.pipeline.jobs import job_arguments
 
-        cfg = load_pipeline_config(self.settings.home)
+        cfg = self.settings.pipeline
         try:
-            from cumulus.pipeline.epochs import plan_epoch
+            from cumulus.ingest.landing import plan_epoch
             from cumulus.store.catalog import pyiceberg_catalog
 
             plan = plan_epoch(pyiceberg_catalog(self.settings), self.settings, cfg)

@@ -15,16 +15,16 @@ log = logging.getLogger("cumulus.pipeline")
 
 def _home(home: str):
     from cumulus.config import load_settings
-    from cumulus.pipeline.config import load_pipeline_config
 
-    return load_settings(home), load_pipeline_config(home)
+    settings = load_settings(home)
+    return settings, settings.pipeline
 
 
 def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
-    """The epoch of a DAG run (cumulus.pipeline.epochs.run_epoch_choice: the `epoch`
+    """The epoch of a DAG run (cumulus.ingest.landing.run_epoch_choice: the `epoch`
     param, else the data interval's epoch for a backfill or with catchup on, else the
     open epoch); then the ledger decides what is left to do (plan_epoch)."""
-    from cumulus.pipeline.epochs import plan_epoch, run_epoch_choice
+    from cumulus.ingest.landing import plan_epoch, run_epoch_choice
     from cumulus.store.catalog import pyiceberg_catalog
 
     settings, cfg = _home(home)
@@ -45,7 +45,7 @@ def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
 
 def open_sources(home: str) -> list[str]:
     """Sources with files of the open epoch not taken yet (the micro-batch's work)."""
-    from cumulus.pipeline.epochs import plan_epoch
+    from cumulus.ingest.landing import plan_epoch
     from cumulus.store.catalog import pyiceberg_catalog
 
     settings, cfg = _home(home)
@@ -60,7 +60,7 @@ def published_extra(home: str, epoch: int) -> dict[str, Any]:
     validation stops the asset, so dbt never builds on an unvalidated snapshot)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from cumulus.pipeline.epochs import PUBLISHED
+    from cumulus.ingest.landing import PUBLISHED
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row
 

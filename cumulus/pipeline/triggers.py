@@ -32,7 +32,7 @@ class LandingReadyTrigger(BaseTrigger):
     def _ready(self) -> bool:
         from pathlib import Path
 
-        from cumulus.pipeline.epochs import folder_ready
+        from cumulus.ingest.landing import folder_ready
 
         return folder_ready(Path(self.folder), self.ready_marker)
 

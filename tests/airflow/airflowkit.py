@@ -243,8 +243,8 @@ def ledger(env: AirflowEnv) -> dict:
 def assert_landing_taken(env: AirflowEnv, epoch: int) -> None:
     """Every file landed for `epoch`, of every source, has been taken by ingestion (the
     close seals the epoch: a file not taken by then is late, for the next epoch)."""
-    from cumulus.pipeline.config import load_pipeline_config
-    from cumulus.pipeline.epochs import plan_epoch
+    from cumulus.config import load_pipeline_config
+    from cumulus.ingest.landing import plan_epoch
     from cumulus.store.catalog import pyiceberg_catalog
 
     settings = settings_of(env)

@@ -146,7 +146,7 @@ def test_the_catalog_role_gets_the_password_cumulus_connects_with() -> None:
 def test_init_creates_the_pool_the_dags_use() -> None:
     """Airflow never schedules a task in a pool that does not exist: init creates the
     pipeline's pool, read from the same configuration the DAGs read."""
-    from cumulus.pipeline.config import PipelineConfig
+    from cumulus.config import PipelineConfig
 
     init = (REPO / "docker" / "init.sh").read_text()
     assert "load_pipeline_config().pool" in init

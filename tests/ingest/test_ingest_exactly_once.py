@@ -121,13 +121,13 @@ def test_killed_between_relation_commits(spark, home, tmp_path):
 
 
 def test_process_exit_after_the_commits_before_the_manifest(spark, home, tmp_path):
-    """The job (spark_jobs/ingest.py) dies (os._exit) after every events append, before
+    """The job (python -m cumulus.jobs.ingest) dies (os._exit) after every events append, before
     the manifest: the rows are there, yet the retry must not keep them twice."""
     files = landing(tmp_path, 300)
     env = child_env()
     env[ENV] = "after-events:exit"
     died = subprocess.run(
-        [sys.executable, str(REPO / "spark_jobs" / "ingest.py"), "--home", str(home.home), "--source", "a", *files],
+        [sys.executable, "-m", "cumulus.jobs.ingest", "--home", str(home.home), "--source", "a", *files],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert died.returncode == EXIT_CODE, died.stderr[-3000:]

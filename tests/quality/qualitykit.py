@@ -103,13 +103,10 @@ def restore_tag(spark, settings: Settings, epoch: int) -> int:
 
 
 def job_main(name: str):
-    """`main` of spark_jobs/<name>.py (a script folder, not a package)."""
-    import importlib.util
+    """`main` of the Spark job cumulus.jobs.<name>."""
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(f"spark_job_{name}", REPO / "spark_jobs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return importlib.import_module(f"cumulus.jobs.{name}").main
 
 
 def data_docs_rows(index: Path) -> list[dict]:

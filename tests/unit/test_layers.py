@@ -9,7 +9,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cumulus"
-ABOVE = ("cumulus.engine", "cumulus.commands", "cumulus.cli", "cumulus.pipeline", "cumulus.quality", "cumulus.app")
+ABOVE = ("cumulus.engine", "cumulus.commands", "cumulus.cli", "cumulus.pipeline", "cumulus.quality", "cumulus.app",
+         "cumulus.jobs")
 LOWER = {  # package (or module) -> prefixes it must not import
     "m3": ABOVE + ("cumulus.store", "cumulus.spark", "cumulus.sql"),
     "sql": ABOVE + ("cumulus.spark",),
@@ -51,9 +52,10 @@ RANKS = {
     "read": 6,
     "quality": 7,
     "app": 8,
-    "pipeline": 9,
-    "commands": 10,
-    "cli": 11,
+    "jobs": 9,
+    "pipeline": 10,
+    "commands": 11,
+    "cli": 12,
 }
 
 
@@ -76,3 +78,65 @@ def test_every_package_imports_only_lower_ranks() -> None:
             if target != unit and RANKS[target] >= RANKS[unit]:
                 bad.append(f"{f.relative_to(PACKAGE)} ({unit}, rank {RANKS[unit]}) imports {m} (rank {RANKS[target]})")
     assert bad == [], "\n".join(bad)
+
+
+# The faces: every way in (CLI, Spark jobs, Airflow tasks and DAGs, the plugin, the warm
+# engine). They go through cumulus.app for every workflow, so none writes a ledger row or
+# a table: from the layers below the application they import only these reads and
+# constants (a new one is a conscious addition here, after checking it writes nothing).
+REPO = PACKAGE.parent
+FACES = ("cumulus/commands", "cumulus/cli.py", "cumulus/jobs", "cumulus/pipeline", "plugins", "dags", "spark_jobs")
+BELOW_APP = ("cumulus.store", "cumulus.engine", "cumulus.ingest", "cumulus.quality", "cumulus.dbt")
+READS = {
+    "cumulus.dbt.generate": {"generate"},  # model files from the compiled views (no table)
+    "cumulus.dbt.profile": {"PROJECT_ENV", "project_dir", "write_profile"},  # dbt's profiles.yml
+    "cumulus.dbt.run": {"DATA_FAILED", "invocation"},  # `cumulus dbt CMD`: dbt's own command line
+    "cumulus.engine.metrics": {"human_bytes"},
+    "cumulus.engine.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry", "views_table"},
+    "cumulus.engine.stats": {"base_statistics"},
+    "cumulus.engine.views": {"latest_closed_epoch"},
+    "cumulus.ingest.dbtoaster": {"read_stream"},
+    "cumulus.ingest.formats": {"FORMATS"},
+    "cumulus.ingest.landing": {"CLOSED", "FAILED", "OPEN", "PUBLISHED", "folder_ready", "is_ready", "landing_folder",
+                               "plan_epoch", "run_epoch_choice"},
+    "cumulus.ingest.sources": {"get_source", "load_sources"},
+    "cumulus.ingest.tpch_stream": {"generate"},  # landing files of a test stream (no table)
+    "cumulus.ingest.validate": {"REASONS"},
+    "cumulus.quality.summary": {"EPOCH_PAGE", "read_summary", "render_report", "report_dir", "reports_root",
+                                "site_dir", "summary_from_ledger"},
+    "cumulus.store.catalog": {"pyiceberg_catalog", "shared_catalog"},
+    "cumulus.store.files": {"committed_batches", "epoch_counts"},
+    "cumulus.store.home": {"load_home_schema"},
+    "cumulus.store.ledger": {"APPLIED", "DONE", "OPEN", "current_epoch", "ledger_row", "ledger_rows", "open_epoch"},
+    "cumulus.store.maps": {"ENTRIES"},
+    "cumulus.store.quarantine": {"LIST_COLUMNS", "get_row", "list_rows"},
+    "cumulus.store.tables": {"MAPS", "files_table", "ledger_log_table", "pyiceberg_name"},
+}
+
+
+def face_files() -> list[Path]:
+    files = []
+    for face in FACES:
+        path = REPO / face
+        files += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    assert len(files) > 30
+    return files
+
+
+def test_faces_write_nothing_but_through_the_application_layer() -> None:
+    bad = []
+    for f in face_files():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                bad += [f"{f.relative_to(REPO)}: import {a.name}" for a in node.names if a.name.startswith(BELOW_APP)]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(BELOW_APP):
+                allowed = READS.get(node.module, set())
+                bad += [f"{f.relative_to(REPO)}: from {node.module} import {a.name}" for a in node.names
+                        if a.name not in allowed]
+    assert bad == [], "go through cumulus.app for these:\n" + "\n".join(bad)
+
+
+def test_the_spark_jobs_are_modules_that_import_no_cli_code() -> None:
+    for f in [*(REPO / "spark_jobs").glob("*.py"), *(PACKAGE / "jobs").glob("*.py")]:
+        assert not {m for m in imports(f) if m.startswith(("cumulus.commands", "cumulus.cli", "cumulus.pipeline"))}, f
+    assert "spec_from_file_location" not in (PACKAGE / "pipeline" / "jobs.py").read_text()

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from cumulus.config import load_pipeline_config, parse_duration
 from cumulus.errors import ConfigError
-from cumulus.pipeline.config import load_pipeline_config, parse_duration
-from cumulus.pipeline.epochs import (
+from cumulus.ingest.landing import (
     SourceWork,
     epoch_for_interval,
     interval_of_epoch,

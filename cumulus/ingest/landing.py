@@ -31,9 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cumulus.config import Settings
+from cumulus.config import PipelineConfig, Settings
 from cumulus.errors import ConfigError, EpochOrderError, NoSuchSourceError, StoreError
-from cumulus.pipeline.config import PipelineConfig
 
 OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = "open", "applied", "closed", "published", "failed-validation"
 SEALED = (APPLIED, CLOSED, PUBLISHED, FAILED)
