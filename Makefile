@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup test test-main test-slow test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
+.PHONY: setup lock test test-main test-slow test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
 
 setup:
 	bash scripts/setup.sh
@@ -13,6 +13,15 @@ setup:
 # order, then the files with the most tests; each worker one file ahead): what CI runs.
 # test-main runs the main suite alone (every marker but slow and corpus), test-corpus the
 # engine over the whole view corpus.
+# The lock (requirements.txt) from pyproject.toml's dependencies and extras; existing pins
+# are kept unless a dependency's range excludes them (`make lock UPGRADE=1` takes the newest).
+lock:
+	cp requirements.txt requirements.lock.tmp
+	uv pip compile pyproject.toml --all-extras --python-version 3.11 --custom-compile-command "make lock" \
+		$(if $(UPGRADE),--upgrade) -q -o requirements.lock.tmp
+	{ sed -n 1,3p requirements.txt; cat requirements.lock.tmp; } > requirements.txt.new && rm requirements.lock.tmp
+	mv requirements.txt.new requirements.txt
+
 test: setup
 	$(PY) -m pytest tests -n 2 --dist loadfile --durations=25 $(ARGS)
 

@@ -311,6 +311,25 @@ def sqlite_catalog_uri(db: Path) -> str:
     return f"jdbc:sqlite:{db}?journal_mode=WAL&busy_timeout=30000"
 
 
+def checkout_root() -> Path | None:
+    """The repository this package runs from, when it runs from a checkout (an editable
+    install or PYTHONPATH): the folder above it with Cumulus's pyproject.toml. None for an
+    installed wheel: then nothing is looked up beside the package."""
+    root = Path(__file__).resolve().parents[1]
+    project = root / "pyproject.toml"
+    return root if project.is_file() and 'name = "cumulus"' in project.read_text() else None
+
+
+def cache_dir() -> Path:
+    """Where Cumulus keeps what it builds once per machine (the relocated Jackson jar, the
+    JVM class-data archive): $CUMULUS_CACHE_DIR, else a checkout's .cache (`make setup`
+    fills it), else ~/.cache/cumulus."""
+    if os.environ.get("CUMULUS_CACHE_DIR"):
+        return Path(os.environ["CUMULUS_CACHE_DIR"])
+    root = checkout_root()
+    return root / ".cache" if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cumulus"
+
+
 def default_home() -> Path:
     return Path(os.environ.get("CUMULUS_HOME") or ".cumulus")
 

@@ -86,9 +86,9 @@ deps_hash="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$deps_hash" ]; then
     say "python packages: ok (requirements.txt and pyproject.toml unchanged)"
 else
-    say "installing python packages into .venv (uv pip install -r requirements.txt, -e .)"
+    say "installing python packages into .venv (uv pip install -r requirements.txt: the lock; then -e . --no-deps)"
     "${UV[@]}" pip install -q --python "$PY" -r requirements.txt
-    "${UV[@]}" pip install -q --python "$PY" -e .
+    "${UV[@]}" pip install -q --python "$PY" --no-deps -e .  # the lock has every dependency
     echo "$deps_hash" >"$STAMP"
 fi
 site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

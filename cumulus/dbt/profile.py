@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from cumulus.config import Settings
-from cumulus.spark.jars import REPO_ROOT
+from cumulus.config import Settings, checkout_root
+from cumulus.errors import ConfigError
 
 PROFILE = "cumulus"
 TARGET = "session"
@@ -25,9 +25,13 @@ PROJECT_ENV = "CUMULUS_DBT_PROJECT_DIR"
 
 
 def project_dir() -> Path:
-    """The dbt project: $CUMULUS_DBT_PROJECT_DIR, else the repository root (dbt_project.yml,
-    models/staging and models/marts, macros/, tests/dbt/)."""
-    return Path(os.environ.get(PROJECT_ENV) or REPO_ROOT)
+    """The dbt project: $CUMULUS_DBT_PROJECT_DIR, else the checkout's root (dbt_project.yml,
+    models/staging and models/marts, macros/, tests/dbt/). An installed wheel has no
+    project of its own: point the variable at yours."""
+    found = os.environ.get(PROJECT_ENV) or checkout_root()
+    if found is None:
+        raise ConfigError(f"no dbt project: set ${PROJECT_ENV} to the folder of your dbt_project.yml")
+    return Path(found)
 
 
 def dbt_dir(settings: Settings) -> Path:

@@ -17,6 +17,8 @@ import re
 import shutil
 from pathlib import Path
 
+from cumulus.config import checkout_root
+
 log = logging.getLogger("cumulus.quality")
 
 WEB_ASSETS_ENV = "CUMULUS_WEB_ASSETS"
@@ -59,9 +61,17 @@ _LOADED = re.compile(r'(?P<attr>\b(?:src|href))=(?P<q>["\'])(?P<url>https?://[^"
 
 
 def web_assets() -> Path | None:
-    """The installed npm packages (node_modules), or None when they are not installed."""
+    """The npm packages the pages load (node_modules): $CUMULUS_WEB_ASSETS, else a
+    checkout's web/node_modules (`make setup`); None when they are not installed (the
+    pages then load them from their CDNs)."""
     configured = os.environ.get(WEB_ASSETS_ENV)
-    root = Path(configured) if configured else Path(__file__).resolve().parents[2] / "web" / "node_modules"
+    checkout = checkout_root()
+    if configured:
+        root = Path(configured)
+    elif checkout:
+        root = checkout / "web" / "node_modules"
+    else:
+        return None
     return root if all((root / f).is_file() for f in CDN_FILES.values()) else None
 
 

@@ -10,6 +10,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,14 @@ class SuiteSpec:
 
 
 def expectations_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """The folder of suite files: `override`, else $CUMULUS_EXPECTATIONS, else the
-    repository's `expectations/` (next to the installed package)."""
+    """The folder of suite files: `override`, else $CUMULUS_EXPECTATIONS, else the suites
+    shipped in the package (cumulus/quality/suites; the repository's `expectations/`
+    links there)."""
     if override:
         return Path(override)
     if os.environ.get(ENV_DIR):
         return Path(os.environ[ENV_DIR])
-    return Path(__file__).resolve().parents[2] / "expectations"
+    return Path(str(resources.files("cumulus.quality") / "suites"))
 
 
 def load_suites(folder: str | os.PathLike[str] | None = None) -> dict[str, SuiteSpec]:

@@ -2,8 +2,9 @@
 built by scripts/setup.sh, and the JDBC drivers) and the driver JVM's class-data archive
 for a class path.
 
-Looks in $CUMULUS_JARS_DIR, else the repository's .cache/jars (filled by `make setup`),
-then falls back to the installed packages (the runtime) and /usr/share/java (drivers).
+Looks in $CUMULUS_JARS_DIR, else <cache>/jars (cumulus.config.cache_dir: a checkout's
+.cache, filled by `make setup`), then falls back to the installed packages (the runtime)
+and /usr/share/java (drivers).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from cumulus.config import cache_dir
 from cumulus.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_JARS = Path("/usr/share/java")
 
 ICEBERG_RUNTIME = "iceberg-spark-runtime.jar"
@@ -25,7 +26,7 @@ POSTGRESQL_JDBC = "postgresql.jar"
 
 
 def jars_dir() -> Path:
-    return Path(os.environ.get("CUMULUS_JARS_DIR") or REPO_ROOT / ".cache" / "jars")
+    return Path(os.environ.get("CUMULUS_JARS_DIR") or cache_dir() / "jars")
 
 
 def _cached(name: str) -> Path | None:
@@ -60,7 +61,7 @@ def jdbc_driver_jar(name: str) -> Path | None:
 def class_archive(class_path: Sequence[Path]) -> Path | None:
     """Where the class-data archive of a driver JVM with `class_path` (the jars before
     Spark's own) is: $CUMULUS_CLASS_ARCHIVE, else
-    .cache/jvm/spark-<pyspark>-java-<java>-<class path's hash>.jsa (scripts/class_archive.py
+    <cache>/jvm/spark-<pyspark>-java-<java>-<class path's hash>.jsa (scripts/class_archive.py
     builds it; docs/STACK.md, "A cold JVM"). An archive holds for one JVM and one class
     path, jars' sizes and times included, and a JVM ignores a mismatched one silently: the
     name changes with any of them, so a stale archive is missing, not quietly useless.
@@ -76,7 +77,7 @@ def class_archive(class_path: Sequence[Path]) -> Path | None:
     for jar in class_path:
         stat = jar.stat()
         digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return REPO_ROOT / ".cache" / "jvm" / f"spark-{pyspark.__version__}-java-{java}-{digest.hexdigest()[:12]}.jsa"
+    return cache_dir() / "jvm" / f"spark-{pyspark.__version__}-java-{java}-{digest.hexdigest()[:12]}.jsa"
 
 
 def _java_version() -> str | None:

@@ -1,0 +1,138 @@
+"""The derived relations' step of a close (and of a rebuild or back-fill): the change of
+every derived relation (a nested query, cumulus/sql/nested.py) since the state its
+readers last saw, as events, applied through their triggers in one commit.
+
+A derived relation's rows are its view's rows (cumulus/sql/mapsql.py: plan_sql) over the
+maps. Its events are the rows over the state after the epoch's base events minus the rows
+over the state before them (`diff`: deletes of old rows, inserts of new rows; a group the
+epoch did not touch has the same row on both sides and gives none). They are evaluated
+with the state after the base events (and after the derived relations before them), which
+is the serial result of the base events followed by the derived ones
+(cumulus/sql/derived.py says why it is exact). The close runs this after every apply and
+repair of the epoch, before the fold, as one commit marked `derived-N`: a retry finds the
+commit and does nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from cumulus.config import Settings
+from cumulus.engine.apply import (
+    ApplyRecord,
+    batch_commit,
+    record_written,
+    save_record,
+    write_deltas,
+)
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.sql.mapsql import plan_sql
+from cumulus.store.maps import COMPACTED_SOURCE, maps_table, summed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("cumulus.derived")
+
+_VIEWS = itertools.count(1)
+DERIVED = "derived"  # the kind of a close's derived-relations commit in cumulus.applies
+
+
+def without_statistics(frame: DataFrame) -> DataFrame:
+    """The frame's rows (materialized once) under a plan without its size estimate. A
+    checkpoint keeps the estimate of the plan it cut, which for a rebuild's deltas is a
+    product over every join of the evaluation; the joins of a derived relation's view
+    over it multiply it again, and Spark spent minutes multiplying those numbers."""
+    from pyspark.sql import DataFrame as Frame
+
+    rows = frame.localCheckpoint()
+    spark = rows.sparkSession
+    return Frame(spark._jsparkSession.createDataFrame(rows._jdf.rdd(), rows._jdf.schema()), spark)
+
+
+def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
+    """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
+    typed as its columns, with `op`: each row's multiplicity (its part's sign: UNION ALL's
+    parts add, an anti-join's take away)."""
+    from pyspark.sql import functions as F
+
+    spark = state.sparkSession
+    temp = f"__cumulus_state_{next(_VIEWS)}"
+    state.createOrReplaceTempView(temp)
+    relation = plan.checked.schema.relation(name)
+    view = plan.derived[name]
+    parts = []
+    for sign, part in ((1, view), *view.others):
+        rows = spark.sql(plan_sql(plan.maps, part, temp)).toDF(*relation.column_names)
+        parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
+                     .withColumn("op", F.lit(sign)))
+    return union_all(parts)
+
+
+def diff(old: DataFrame, new: DataFrame) -> DataFrame:
+    """Events (the columns and `op`, a signed multiplicity) turning the signed rows `old`
+    into `new` (each with its multiplicity `op`)."""
+    from pyspark.sql import functions as F
+
+    columns = [c for c in old.columns if c != "op"]
+    both = old.withColumn("op", -F.col("op")).unionByName(new)
+    return both.groupBy(*columns).agg(F.sum("op").cast("int").alias("op")).where(F.col("op") != 0)
+
+
+def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame) -> DataFrame | None:
+    """The deltas of every map from the derived relations' change between the maps'
+    state `before` and `after` (rows shaped as maps.entries'); None when none changed
+    or the plan has no derived relation. `after` must hold every base event."""
+    from pyspark.sql import functions as F
+
+    # Only the maps the derived relations' views and triggers read, each state read once.
+    needed = [m for name, view in plan.derived.items() for m in (*view.maps, *plan.reads.get(name, ()))]
+    before, after = (s.where(F.col("map").isin(list(dict.fromkeys(needed)))).localCheckpoint() for s in (before, after))
+    parts: list[DataFrame] = []
+    state = after
+    for name in plan.derived:
+        if not plan.statements.get(name):
+            continue
+        events = diff(relation_rows(plan, name, before), relation_rows(plan, name, state)).localCheckpoint()
+        if events.isEmpty():
+            continue
+        only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
+        deltas = evaluate_batch(only, {name: events}, state)
+        if deltas is not None:
+            deltas = deltas.localCheckpoint()
+            parts.append(deltas)
+            state = state.unionByName(deltas, allowMissingColumns=True)
+    if not parts:
+        return None
+    return summed(union_all(parts))
+
+
+def derive_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
+    """The close's step: the derived relations' change over epoch `epoch` (the maps' rows
+    of earlier epochs, before; with this epoch's, after) applied in one commit marked
+    `derived-N` (kept when a retry finds it). None when the plan has no derived relation."""
+    from pyspark.sql import functions as F
+
+    if not plan.derived:
+        return None
+    started = time.perf_counter()
+    record = ApplyRecord(
+        batch_id=f"derived-{epoch}", kind=DERIVED, epoch=epoch, source_id=COMPACTED_SOURCE, status="started",
+        ingest_batches=[], events_snapshots={}, read_snapshot=None,
+        started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
+    )
+    deltas = None
+    if batch_commit(spark, settings, record.batch_id) is None:
+        rows = spark.table(maps_table(settings))
+        deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch))
+    record_written(record, write_deltas(spark, settings, record, deltas))
+    record.seconds = round(time.perf_counter() - started, 3)
+    record.status = "done"
+    record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    save_record(spark, settings, record)
+    log.info("epoch %d: derived relations applied: %d delta rows in %d maps (%.1f s)", epoch, record.deltas,
+             record.maps_written, record.seconds)
+    return record

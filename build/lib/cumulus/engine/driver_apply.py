@@ -1,0 +1,173 @@
+"""The apply of a small batch in the driver: the reference interpreter (cumulus/m3/
+interpreter.py, the executable definition of M3 and the tests' oracle) runs the batch's
+events over the maps their triggers read, both read through PyIceberg at the record's
+pinned snapshots, and the updates it journals are the batch's delta rows. No Spark job
+computes them: for a micro-batch of a few hundred events a Spark plan costs seconds of
+planning and scheduling, the interpreter milliseconds. The commit is the Spark path's own
+(apply.write_deltas): same record, same rows, same recovery.
+
+Exactness: the interpreter takes the events relation by relation in the plan's order (the
+batch semantics of evaluate.py; for programs compiled from SQL any order gives the same
+result) and each event against the state its earlier ones left: the serial result that
+the Spark plan computes. Arithmetic is exact (Decimal with 80 digits); a decimal delta is
+rounded to the maps' scale as Spark's cast rounds it (half up). A value the maps' types
+cannot hold as Spark would write it (an int beyond BIGINT, a decimal beyond DECIMAL(38,6)
+or a decimal key finer than its scale) sends the batch the Spark way, as does a batch over
+`apply_local_events` events or whose maps hold over `apply_local_rows` rows."""
+
+from __future__ import annotations
+
+import decimal
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cumulus.config import Settings
+from cumulus.m3.ast import MapRef
+from cumulus.m3.interpreter import Event, Interpreter, coerce
+from cumulus.schema import DECIMAL_SCALE
+from cumulus.store.catalog import shared_catalog
+from cumulus.store.maps import key_slots, maps_table, value_slot
+from cumulus.store.rows import scan_arrow
+from cumulus.store.tables import events_table, pyiceberg_name
+
+if TYPE_CHECKING:
+    from cumulus.engine.apply import ApplyRecord
+    from cumulus.engine.evaluate import BatchPlan
+
+log = logging.getLogger("cumulus.apply")
+
+_EXACT = decimal.Context(prec=80)  # the interpreter's arithmetic here: exact for any DECIMAL(38, s)
+_QUANTUM = decimal.Decimal(1).scaleb(-DECIMAL_SCALE)
+_DECIMAL_LIMIT = decimal.Decimal(10) ** (38 - DECIMAL_SCALE)
+_BIGINT_LIMIT = 1 << 63
+
+
+@dataclass(frozen=True)
+class DriverDeltas:
+    """A batch's delta rows (tuples in the order of `columns` given to driver_deltas) and
+    the bytes of the data files read for them."""
+
+    rows: list[tuple]
+    bytes_read: int
+
+
+def driver_deltas(
+    settings: Settings, plan: BatchPlan, record: ApplyRecord, counts: Mapping[str, int], columns: Sequence[str],
+) -> DriverDeltas | None:
+    """The delta rows of an apply's batch (`counts`: its events per relation, from the
+    manifest), computed in the driver; None when the batch goes the Spark way (too many
+    events, maps too large, or a value Spark would write otherwise)."""
+    if record.kind != "apply" or not 0 < sum(counts.values()) <= settings.apply_local_events:
+        return None
+    catalog, read_bytes = shared_catalog(settings), [0]
+    relations = [rel for rel in plan.order if counts.get(rel)]
+    interpreter = Interpreter(plan.checked)
+    read = _maps_read(plan, relations)
+    if read and record.read_snapshot is not None:
+        if not _load_maps(catalog, settings, plan, interpreter, read, record.read_snapshot, read_bytes):
+            return None
+    interpreter.journal = {}
+    with decimal.localcontext(_EXACT):
+        for rel in relations:
+            events = _events(catalog, settings, plan, record, rel, read_bytes)
+            if len(events) != counts[rel]:
+                log.warning("epoch %d source %d: the manifest counts %d %s events, the events table holds %d; "
+                            "applying with Spark", record.epoch, record.source_id, counts[rel], rel, len(events))
+                return None
+            for values, op in events:
+                event = Event("+" if op > 0 else "-", rel, values)
+                for _ in range(abs(op)):
+                    interpreter.process(event)
+        rows = _delta_rows(plan, interpreter.journal, columns)
+    return None if rows is None else DriverDeltas(rows, read_bytes[0])
+
+
+def _maps_read(plan: BatchPlan, relations: Sequence[str]) -> list[str]:
+    """The maps the triggers of `relations` read (those the interpreter needs loaded)."""
+    program = plan.checked.program
+    triggers = [t for rel in relations for sign in "+-" if (t := program.trigger(sign, rel)) is not None]
+    return sorted({e.name for t in triggers for s in t.statements for e in s.expr.walk() if isinstance(e, MapRef)})
+
+
+def _load_maps(
+    catalog: Any, settings: Settings, plan: BatchPlan, interpreter: Interpreter, names: list[str], snapshot: int,
+    read_bytes: list[int],
+) -> bool:
+    """Load the entries of maps `names` at `snapshot` of maps.entries into the interpreter
+    (each entry the sum of its rows); False when they hold over `apply_local_rows` rows."""
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import In
+
+    scan = catalog.load_table(pyiceberg_name(maps_table(settings))).scan(row_filter=In("map", names), snapshot_id=snapshot)
+    tasks = list(scan.plan_files())
+    stored = sum(t.file.record_count for t in tasks)
+    if stored > settings.apply_local_rows:
+        log.info("maps read hold %d rows (over apply_local_rows = %d): applying with Spark", stored, settings.apply_local_rows)
+        return False
+    rows = scan_arrow(scan, tasks, read_bytes)
+    have = set(rows.column_names)
+    for name in names:
+        info = plan.maps[name]
+        slots = [*key_slots(info), value_slot(info.type)]
+        if any(slot not in have for slot in slots):  # slots added after `snapshot`: no rows of the map there
+            continue
+        part = rows.filter(pc.equal(rows["map"], name)).select(slots)
+        store = interpreter.state[name]
+        for *key, value in zip(*(column.to_pylist() for column in part.columns), strict=True):
+            if value is not None:
+                store.add(tuple(key), coerce(value, info.type))
+    return True
+
+
+def _events(
+    catalog: Any, settings: Settings, plan: BatchPlan, record: ApplyRecord, rel: str, read_bytes: list[int],
+) -> list[tuple[tuple, int]]:
+    """The batch's events of `rel` (values in column order, op), in seq order: the rows of
+    its ingest batches in the source's epoch partition, at the pinned snapshot."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import And, EqualTo
+
+    snapshot = record.events_snapshots.get(rel)
+    if snapshot is None:
+        return []
+    table = catalog.load_table(pyiceberg_name(events_table(settings, rel)))
+    where = And(EqualTo("epoch", record.epoch), EqualTo("source_id", record.source_id))
+    rows = scan_arrow(table.scan(row_filter=where, snapshot_id=snapshot), read_bytes=read_bytes)
+    mine = rows.filter(pc.is_in(rows["batch_id"], value_set=pa.array(record.ingest_batches))).sort_by("seq")
+    columns = [mine.column(c).to_pylist() for c in (*plan.params[rel], "op")]
+    return [(tuple(row[:-1]), row[-1]) for row in zip(*columns, strict=True)]
+
+
+def _delta_rows(plan: BatchPlan, journal: Mapping[tuple[str, tuple], Any], columns: Sequence[str]) -> list[tuple] | None:
+    """The journal's non-zero sums as delta rows (the map's slots filled, the others
+    NULL), or None when one holds a value Spark would write otherwise."""
+    out = []
+    position = {c: i for i, c in enumerate(columns)}
+    for (name, key), total in journal.items():
+        info = plan.maps[name]
+        value = _value(total, info.type)
+        if value is None:
+            return None
+        if value == 0:
+            continue
+        row: list[Any] = [None] * len(columns)
+        row[position["map"]], row[position[value_slot(info.type)]] = name, value
+        for slot, type_, k in zip(key_slots(info), info.key_types, key, strict=True):
+            if type_ == "decimal" and k is not None and decimal.Decimal(k).as_tuple().exponent < -DECIMAL_SCALE:  # type: ignore[operator]
+                return None
+            row[position[slot]] = int(k) if type_ == "int" and k is not None else k
+        out.append(tuple(row))
+    return out
+
+
+def _value(total: Any, type_: str) -> Any:
+    """A summed delta as the maps' value type stores it (None: not as Spark would)."""
+    if type_ == "decimal":
+        value = decimal.Decimal(total).quantize(_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=_EXACT)
+        return value if abs(value) < _DECIMAL_LIMIT else None
+    if type_ == "int":
+        return total if isinstance(total, int) and abs(total) < _BIGINT_LIMIT else None
+    return float(total)

@@ -1,0 +1,115 @@
+"""Derived relations in the reference interpreter: after each event, the groups of every
+derived relation (a nested query, cumulus/sql/nested.py) whose rows changed become its
+events (old rows deleted, new rows inserted), processed through the program like any
+relation's, each derived relation after those it reads. The engine does the same per
+epoch, in Spark (cumulus/engine/derived.py); `cumulus interpret` and the tests use this.
+
+Why it is exact: a view over a derived relation D is a query over base relations and D;
+the base events are applied with D as it was, then D's change with the base relations
+as they are now, which is the serial result of both (the delta of a join, one side at a
+time). A derived relation's rows are a set of groups (each row once), so its change is a
+few deletes and inserts per touched group."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from cumulus.m3.interpreter import Event, Interpreter
+from cumulus.sql.views import Compilation, ViewPlan, view_rows
+
+
+def changes(old: Counter, new: Counter) -> list[tuple[str, tuple]]:
+    """The events that turn the rows `old` into `new` (signed multiplicities): (sign,
+    row), deletes first."""
+    delta = Counter(new)
+    delta.subtract(old)
+    out = [("-", row) for row, n in delta.items() if n < 0 for _ in range(-n)]
+    return out + [("+", row) for row, n in delta.items() if n > 0 for _ in range(n)]
+
+
+def signed_rows(plan: ViewPlan, read) -> Counter:
+    """A derived relation's rows with their multiplicities: its view's rows, and those
+    of each of `plan.others` times its sign (UNION ALL; anti-joins: NOT EXISTS, NOT IN)."""
+    rows = Counter(view_rows(plan, read))
+    for sign, other in plan.others:
+        for row in view_rows(other, read):
+            rows[row] += sign
+    return Counter({row: n for row, n in rows.items() if n})
+
+
+class Maintainer:
+    """The interpreter of a compilation's program, its derived relations kept up to date
+    after every event (`process`); `interp` holds the maps. Only the groups the event
+    touched are read again: every map of a derived relation's view is keyed by its group
+    variables (and a value, for MIN/MAX), so a touched entry names its group."""
+
+    def __init__(self, compilation: Compilation):
+        self.compilation = compilation
+        self.interp = Interpreter(compilation.checked)
+        self.rows: dict[str, dict[tuple, Counter]] = {name: {} for name in compilation.derived}
+        self.uses = {name: _group_positions(plan) for name, plan in compilation.derived.items()}
+
+    @property
+    def checked(self):
+        return self.compilation.checked
+
+    def entries(self, name: str) -> dict[tuple, object]:
+        return self.interp.entries(name)
+
+    def process(self, event: Event) -> None:
+        if not self.rows:
+            self.interp.process(event)
+            return
+        self.interp.journal = {}
+        self.interp.process(event)
+        self.settle()
+
+    def run(self, events: Iterable[Event]) -> Maintainer:
+        for e in events:
+            self.process(e)
+        return self
+
+    def settle(self) -> None:
+        """Bring the derived relations' groups the last events touched up to date (each
+        after those it reads: its own events touch the groups of the next ones)."""
+        journal = self.interp.journal or {}
+        for name, plan in self.compilation.derived.items():
+            uses = self.uses[name]
+            groups = {tuple(key[p] for p in uses[m]) for m, key in journal if m in uses}
+            for group in groups:
+                def read(m: str, group: tuple = group, uses: dict = uses) -> dict[tuple, object]:
+                    return dict(self.interp.state[m].matching(uses[m], group)) if m in uses else {}
+
+                new = signed_rows(plan, read)
+                for sign, row in changes(self.rows[name].get(group, Counter()), new):
+                    self.interp.process(Event(sign, name, row))
+                if new:
+                    self.rows[name][group] = new
+                else:
+                    self.rows[name].pop(group, None)
+        self.interp.journal = None
+
+
+def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:
+    """Per map the view reads, the positions of the group variables in its keys. A signed
+    relation's groups are the group columns its two views share (its correlation keys)."""
+    if not plan.others:
+        return _positions(plan, plan.group)
+    parts = (plan, *(other for _, other in plan.others))
+    grouped = [{c.name for c in p.columns if c.kind == "group"} for p in parts]
+    shared = sorted(set.intersection(*grouped))
+    out: dict[str, tuple[int, ...]] = {}
+    for p in parts:
+        out |= _positions(p, _vars(p, shared))
+    return out
+
+
+def _vars(plan: ViewPlan, columns: list[str]) -> tuple[str, ...]:
+    kinds = {c.name: c for c in plan.columns if c.kind == "group"}
+    return tuple(plan.group[kinds[n].group_index] for n in columns)  # type: ignore[index]
+
+
+def _positions(plan: ViewPlan, group: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
+    return {u.map: tuple(u.keys.index(g) for g in group) for u in uses}

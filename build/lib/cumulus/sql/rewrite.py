@@ -1,0 +1,224 @@
+"""Rewrites of a view's sqlglot tree before binding (cumulus/sql/frontend.py): subqueries
+in FROM without aggregates merged into the view (TPC-H Q7, Q9), and a conjunct repeated in
+every disjunct of an OR hoisted out of it (Q19 repeats its join); sqlglot-level helpers."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from sqlglot import exp
+
+AGGREGATES = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max)
+CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+def has_aggregate(e: exp.Expression) -> bool:
+    return any(isinstance(n, AGGREGATES) for n in e.walk())
+
+
+def merge_from_subqueries(select: exp.Select) -> exp.Select:
+    """FROM (SELECT ... FROM ... WHERE ...) AS alias, a subquery without aggregates,
+    GROUP BY, DISTINCT, ORDER BY or LIMIT (TPC-H Q7, Q9), merged into the outer SELECT:
+    its relations join the outer FROM, its WHERE the outer WHERE, and every outer
+    reference to one of its columns becomes the expression behind it. Other subqueries
+    stay, for clause_refusals to refuse."""
+    sources = [select.args["from"]] if select.args.get("from") else []
+    sources += list(select.args.get("joins") or [])
+    for holder in sources:
+        sub = holder.this
+        if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select) or not _mergeable(sub.this):
+            continue
+        if sub.args.get("alias") is not None and sub.args["alias"].columns:
+            continue  # its columns renamed: kept as a derived relation (cumulus/sql/nested.py)
+        inner = merge_from_subqueries(sub.this)
+        alias = (sub.alias or "").lower()
+        names: dict[str, exp.Expression] = {}
+        for item in inner.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Star):
+                break
+            names[(item.alias if isinstance(item, exp.Alias) else item.output_name).lower()] = node
+        else:
+            inner_aliases = {(t.alias_or_name or "").lower() for t in [inner.args["from"].this] +
+                             [j.this for j in inner.args.get("joins") or []]}
+            outer_aliases = {(s.this.alias_or_name or "").lower() for s in sources if s is not holder}
+            if inner_aliases & outer_aliases:
+                continue  # a name used on both sides: left for the refusal
+            own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
+            order = select.args.get("order")
+            for col in [c for c in select.find_all(exp.Column) if not inside(c, sub)]:
+                name, qualifier = col.name.lower(), (col.table or "").lower()
+                if not qualifier and name in own and order is not None and inside(col, order):
+                    continue  # ORDER BY names the outer SELECT's item first
+                if (qualifier == alias or not qualifier) and name in names:
+                    replacement = names[name].copy()
+                    if col.parent is not None and isinstance(col.parent, exp.Select) and col.arg_key == "expressions":
+                        replacement = exp.alias_(replacement, col.name)  # keep the item's name
+                    col.replace(replacement)
+            conds = [c for c in [inner.args.get("where") and inner.args["where"].this] if c is not None]
+            if isinstance(holder, exp.Join) and holder.args.get("on") is not None:
+                conds.append(holder.args["on"])
+            tables = [exp.Join(this=inner.args["from"].this)] + list(inner.args.get("joins") or [])
+            joins = [j for j in select.args.get("joins") or [] if j is not holder]
+            if isinstance(holder, exp.From):
+                first = tables.pop(0).this
+                select.set("from", exp.From(this=first))
+            select.set("joins", joins + tables)
+            where = select.args.get("where")
+            for c in conds:
+                where = exp.Where(this=c if where is None else exp.And(this=where.this, expression=c))
+            if where is not None:
+                select.set("where", where)
+    return select
+
+
+def _mergeable(inner: exp.Select) -> bool:
+    """A subquery in FROM that merge_from_subqueries can merge: relations, joins and filters only."""
+    blocked = ("group", "having", "distinct", "order", "limit", "offset", "with", "qualify")
+    return (
+        not any(inner.args.get(k) for k in blocked)
+        and inner.args.get("from") is not None
+        and not any(isinstance(n, (*AGGREGATES, exp.Window)) for i in inner.expressions for n in i.walk())
+    )
+
+
+def inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    p = node.parent
+    while p is not None:
+        if p is ancestor:
+            return True
+        p = p.parent
+    return False
+
+
+def parts(e: exp.Expression, kind: type) -> list[exp.Expression]:
+    """The operands of a chain of ANDs (or ORs), parentheses removed."""
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return parts(e.this, kind) + parts(e.expression, kind) if isinstance(e, kind) else [e]
+
+
+def hoisted(c: exp.Expression) -> list[exp.Expression]:
+    """An OR whose every disjunct holds the same conjunct (TPC-H Q19 repeats its join in
+    each): that conjunct, then the OR of what is left (the OR itself when nothing is
+    common; nothing when a disjunct is all common, the OR being true then)."""
+    disjuncts = parts(c, exp.Or)
+    if len(disjuncts) < 2:
+        return [c]
+    conjuncts = [parts(d, exp.And) for d in disjuncts]
+    texts = [{p.sql() for p in ps} for ps in conjuncts]
+    common = [p for p in conjuncts[0] if all(p.sql() in t for t in texts[1:])]
+    if not common:
+        return [c]
+    done = {p.sql() for p in common}
+    rest = [[p for p in ps if p.sql() not in done] for ps in conjuncts]
+    if any(not r for r in rest):
+        return common
+    ors = [functools.reduce(lambda a, b: exp.And(this=a, expression=b), r) for r in rest]
+    return common + [functools.reduce(lambda a, b: exp.Or(this=a, expression=b), ors)]
+
+
+def ident_stem(alias: str) -> str:
+    """A variable stem from a SELECT alias: letters, digits and underscores."""
+    return re.sub(r"[^a-z0-9_]+", "_", alias.lower()).strip("_") or "x"
+
+
+def construct(e: exp.Expression) -> str:
+    """What a node is, in the user's words: a function's own name (sqlglot calls the
+    ones it does not know ANONYMOUS), else the node's kind."""
+    return f"the function {e.name.upper()}" if isinstance(e, exp.Anonymous) else e.key.upper()
+
+
+def relations_in_from(select: exp.Select) -> list[tuple[str, str]]:
+    """(alias, relation name) of the FROM clause's tables, in order (subqueries skipped)."""
+    holders = ([select.args["from"]] if select.args.get("from") else []) + list(select.args.get("joins") or [])
+    return [((h.this.alias_or_name or h.this.name).lower(), h.this.name.lower())
+            for h in holders if isinstance(h.this, exp.Table) and h.this.name]
+
+
+def expand_stars(select: exp.Select, columns_of, merged: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """`*` and `alias.*` in the SELECT list as the columns they stand for, each named by
+    its column (a name taken twice gets a suffix: b, b_2, as a result needs distinct
+    names; a column NATURAL JOIN or USING merged (`merged`) comes once, from its first
+    relation). `columns_of(relation)`: its column names. In place."""
+    sources = relations_in_from(select)
+    items: list[exp.Expression] = []
+    for item in select.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star):
+            seen: set[str] = set()
+            for alias, rel in sources:
+                for c in columns_of(rel):
+                    if c in merged and c in seen:
+                        continue
+                    seen.add(c)
+                    items.append(exp.column(c, table=alias))
+        elif isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+            alias = node.table.lower()
+            rel = next((r for a, r in sources if a == alias), None)
+            items += [exp.column(c, table=alias) for c in columns_of(rel)] if rel else [item]
+        else:
+            items.append(item)
+    if len(items) == len(select.expressions) and all(a is b for a, b in zip(items, select.expressions, strict=True)):
+        return
+    taken: dict[str, int] = {}
+    named = []
+    for item in items:
+        name = (item.alias if isinstance(item, exp.Alias) else item.output_name).lower()
+        taken[name] = taken.get(name, 0) + 1
+        if taken[name] > 1 and not isinstance(item, exp.Alias):
+            item = exp.alias_(item, f"{name}_{taken[name]}")
+        named.append(item)
+    select.set("expressions", named)
+
+
+def plain_rows(select: exp.Select) -> bool:
+    """A SELECT without aggregates or GROUP BY keeps rows, not groups: its items become its
+    GROUP BY, and a group's count says how many times its row occurs (a bag), unless
+    DISTINCT asks for each row once. Returns whether the view is such a bag; rewrites
+    the tree in place (GROUP BY added, DISTINCT taken off)."""
+    clauses = [select.args.get(k) for k in ("having", "order")]
+    if select.args.get("group") or any(has_aggregate(e) for e in [*select.expressions, *filter(None, clauses)]):
+        return False
+    if any(isinstance(n, (exp.Subquery, exp.Select)) and n is not select for i in select.expressions for n in i.walk()):
+        return False  # a scalar subquery in SELECT: refused (or kept) as before
+    keys = [(i.this if isinstance(i, exp.Alias) else i).copy() for i in select.expressions]
+    keys = [k for k in keys if not (isinstance(k, exp.Literal) or isinstance(k, exp.Null))]
+    bag = not select.args.get("distinct")
+    select.set("distinct", None)
+    if keys:
+        select.set("group", exp.Group(expressions=keys))
+    return bag
+
+
+def natural_and_using(select: exp.Select, columns_of) -> set[str]:
+    """NATURAL JOIN and JOIN ... USING (c, ...) as JOIN ... ON equalities of those columns
+    (NATURAL: every column the joined relation shares with one before it). Returns the
+    names so merged: an unqualified reference to one is no longer ambiguous. In place."""
+    merged: set[str] = set()
+    before = relations_in_from(select)[:1]
+    for join in select.args.get("joins") or []:
+        if not isinstance(join.this, exp.Table):
+            continue
+        alias, rel = (join.this.alias_or_name or join.this.name).lower(), join.this.name.lower()
+        method = (join.args.get("method") or "").upper()
+        names: list[str] = []
+        if join.args.get("using"):
+            names = [i.name.lower() for i in join.args["using"]]
+            join.set("using", None)
+        elif method == "NATURAL":
+            names = [c for c in columns_of(rel) if any(c in columns_of(r) for _, r in before)]
+            join.set("method", None)
+        eqs = []
+        for name in names:
+            left = next((a for a, r in before if name in columns_of(r)), None)
+            if left is not None:
+                eqs.append(exp.EQ(this=exp.column(name, table=left), expression=exp.column(name, table=alias)))
+        if eqs:
+            cond = functools.reduce(lambda a, b: exp.And(this=a, expression=b), eqs)
+            on = join.args.get("on")
+            join.set("on", cond if on is None else exp.And(this=on, expression=cond))
+            merged.update(names)
+        before.append((alias, rel))
+    return merged
