@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a Debian 12 machine: installs only what is missing.
 #   1. system pieces (apt, one `apt-get update` only when something must be installed):
-#      Java 17, the SQLite / PostgreSQL JDBC drivers, the PostgreSQL server (tests), jarjar
+#      Java 17 (the JDK: javac builds the SQL endpoint's password checker), the SQLite / PostgreSQL JDBC drivers, the PostgreSQL server (tests), jarjar
 #      and chromium from Debian
 #   2. uv, the project venv (.venv, Python 3.11) and its packages (skipped when a stamp
 #      of requirements.txt + pyproject.toml matches), compiled to bytecode once
@@ -36,6 +36,8 @@ as_root() {
 # --- 1. system packages ------------------------------------------------------------
 missing=()
 java -version >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+# The JDK's javac: the SQL endpoint's password checker (cumulus/java) is compiled once.
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)

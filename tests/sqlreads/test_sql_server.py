@@ -24,7 +24,7 @@ from sqlreadskit import SCALAR_VIEW
 from cumulus.output import sort_key
 from cumulus.read import At, Reader
 from cumulus.sql.mapsql import view_sql
-from cumulus.sqlserver import port_open
+from cumulus.sqlserver import PASSWORDS_ENV, port_open
 
 # The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
 pytestmark = pytest.mark.slow
@@ -72,14 +72,18 @@ def typed(text: str, like):
     return text
 
 
-def beeline_results(port: int, sql_file: Path) -> list[list[list[str]]]:
-    """Each statement's result (header + rows) of `beeline -f`, CSV output."""
-    out = subprocess.run(
-        [str(BIN / "beeline"), "-u", f"jdbc:hive2://127.0.0.1:{port}/", "--silent=true",
-         "--outputformat=csv2", "--showHeader=true", "-f", str(sql_file)],
+def beeline(port: int, sql_file: Path, user: str, password: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "beeline"), "-u", f"jdbc:hive2://127.0.0.1:{port}/", "-n", user, "-p", password,
+         "--silent=true", "--outputformat=csv2", "--showHeader=true", "-f", str(sql_file)],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},  # beeline finds Spark by the venv's python
     )
+
+
+def beeline_results(port: int, sql_file: Path, user: str, password: str) -> list[list[list[str]]]:
+    """Each statement's result (header + rows) of `beeline -f`, CSV output."""
+    out = beeline(port, sql_file, user, password)
     assert out.returncode == 0, out.stderr[-3000:]
     results: list[list[list[str]]] = []
     for row in csv.reader(io.StringIO(out.stdout)):
@@ -91,24 +95,33 @@ def beeline_results(port: int, sql_file: Path) -> list[list[list[str]]]:
     return results
 
 
-def test_sql_server_serves_views_at_a_tag(tpch_home, tmp_path) -> None:
+def test_sql_server_serves_views_at_a_tag_to_its_users_only(tpch_home, tmp_path) -> None:
+    """With a password file the server asks every connection who it is (cumulus/java's
+    authenticator): a user with its password reads the views, a wrong password is refused."""
     reader = Reader(tpch_home)
     port = free_port()
+    env = {**os.environ, PASSWORDS_ENV: str(tmp_path / "sql_passwords")}
+    added = subprocess.run([str(BIN / "cumulus"), "--home", str(tpch_home.home), "sql-server", "--set-password", "ana"],
+                           input="s3cret-pass\n", capture_output=True, text=True, env=env, timeout=60)
+    assert added.returncode == 0 and "user ana set" in added.stdout, added.stderr
     started = time.monotonic()
     proc = subprocess.Popen(
         [str(BIN / "cumulus"), "--home", str(tpch_home.home), "sql-server", "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-        start_new_session=True,
+        start_new_session=True, env=env,
     )
     try:
         lines = wait_for(proc, "ready", timeout=150)
         assert any(f"jdbc:hive2://localhost:{port}/" in line for line in lines)
+        assert any("user and password" in line for line in lines), lines
         ready_s = time.monotonic() - started
         sql_file = tmp_path / "views.sql"
         sql_file.write_text("".join(
             view_sql(reader.compilation, name, 1, catalog=tpch_home.catalog).rstrip() + ";\n" for name in VIEWS
         ))
-        results = beeline_results(port, sql_file)
+        refused = beeline(port, sql_file, "ana", "s3cret")
+        assert refused.returncode != 0 and "Peer indicated failure" in refused.stdout + refused.stderr, refused.stderr[-2000:]
+        results = beeline_results(port, sql_file, "ana", "s3cret-pass")
         assert len(results) == len(VIEWS)
         for name, (header, *rows) in zip(VIEWS, results, strict=True):
             expected = reader.read_view(name, At(1))
