@@ -10,7 +10,7 @@ airflow db migrate
 
 # The tasks that commit to the catalog run in this pool, one at a time
 # ([pipeline] pool); Airflow never schedules a task whose pool does not exist.
-pool="$(python -c 'from cumulus.pipeline.config import load_pipeline_config; print(load_pipeline_config().pool)')"
+pool="$(python -c 'from cumulus.config import load_pipeline_config; print(load_pipeline_config().pool)')"
 echo "init: airflow pool $pool (1 slot)"
 airflow pools set "$pool" 1 "Cumulus: tasks that commit to the catalog, one at a time"
 
@@ -33,4 +33,12 @@ for view in demo/views/*.sql; do
     fi
 done
 cumulus dbt profile
+
+# The SQL endpoint serves every interface, so it authenticates: its user $SQL_USER with
+# the password $SQL_PASSWORD (.env; without a user the server refuses to start).
+if [ -n "${SQL_PASSWORD:-}" ]; then
+    printf '%s\n' "$SQL_PASSWORD" | cumulus sql-server --set-password "${SQL_USER:-cumulus}"
+else
+    echo "init: SQL_PASSWORD is not set: the SQL endpoint will refuse to start" >&2
+fi
 echo "init: done"

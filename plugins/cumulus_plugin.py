@@ -13,7 +13,12 @@ A FastAPI app mounted at /cumulus on the API server:
                           epoch's summary.json and forwarding index.html (epoch-N/)
 and an external view that shows the page inside the UI (an iframe at /plugin/cumulus).
 It reads the home's tables with PyIceberg (no JVM). The home is $CUMULUS_HOME of the API
-server. Like every plugin FastAPI app, the routes are not behind Airflow's login.
+server.
+
+Every route, the reports too, is behind Airflow's auth manager: a request carries the
+user's token (the UI's `_token` cookie, which the iframe sends, or an `Authorization:
+Bearer` header from POST /auth/token) and the auth manager must let that user see the
+custom view "Cumulus" (is_authorized_custom_view); else 401 (no or a bad token) or 403.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -159,11 +164,39 @@ PAGE = """<!doctype html>
 </body></html>"""
 
 
+RESOURCE = "Cumulus"  # the custom view the auth manager is asked about
+
+
+async def _refusal(request: Request) -> JSONResponse | None:
+    """None when the request's user may see the Cumulus page, else the response that
+    says why not (401: no or a bad token; 403: the auth manager says no)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+    from airflow.api_fastapi.core_api.security import resolve_user_from_token
+    from fastapi import HTTPException
+
+    header = request.headers.get("authorization", "")
+    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+    try:
+        user = await resolve_user_from_token(token)
+    except HTTPException as exc:
+        return JSONResponse({"detail": f"{exc.detail}: sign in to Airflow (or send a bearer token)"},
+                            status_code=exc.status_code)
+    if not get_auth_manager().is_authorized_custom_view(method="GET", resource_name=RESOURCE, user=user):
+        return JSONResponse({"detail": f"user {user.get_name()} may not see {RESOURCE}"}, status_code=403)
+    return None
+
+
 def create_app() -> FastAPI:
     from cumulus.config import pipeline_home
     from cumulus.pipeline.plots import all_plots
 
     app = FastAPI(title="Cumulus", description="The Cumulus ledger and views (read with PyIceberg)")
+
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next):  # every route and the mounted reports
+        refused = await _refusal(request)
+        return refused if refused is not None else await call_next(request)
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> str:

@@ -121,39 +121,9 @@ ln -sfn /usr/share/java/sqlite-jdbc.jar "$JARS/sqlite-jdbc.jar"
 ln -sfn /usr/share/java/postgresql.jar "$JARS/postgresql.jar"
 
 # Relocated Jackson: the runtime jar refers to org.apache.iceberg.shaded.com.fasterxml.jackson
-# but lacks those classes. Merge pyspark's Jackson jars and relocate them with jarjar.
-shopt -s nullglob
-inputs=("$site"/pyspark/jars/jackson-{core,databind,annotations}-2.*.jar)
-shopt -u nullglob
-[ "${#inputs[@]}" -eq 3 ] || die "expected jackson-core, -databind, -annotations in $site/pyspark/jars"
-shaded="$JARS/iceberg-jackson-shaded.jar"
-want="$(for j in "${inputs[@]}"; do basename "$j"; done)"
-if [ -s "$shaded" ] && [ -f "$shaded.inputs" ] && [ "$(cat "$shaded.inputs")" = "$want" ]; then
-    say "relocated jackson jar: ok"
-else
-    say "building relocated jackson jar from: $(echo $want)"
-    tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
-    "$PY" - "$tmp/jackson-merged.jar" "${inputs[@]}" <<'EOF'
-import sys, zipfile
-out, *inputs = sys.argv[1:]
-seen = set()
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-    for path in inputs:
-        with zipfile.ZipFile(path) as src:
-            for info in src.infolist():
-                name = info.filename
-                if (name in seen or name.endswith("module-info.class")
-                        or name.startswith("META-INF/versions/")):
-                    continue
-                seen.add(name)
-                dst.writestr(info, src.read(name))
-EOF
-    echo 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1' >"$tmp/rules.txt"
-    java -jar /usr/share/java/jarjar.jar process "$tmp/rules.txt" "$tmp/jackson-merged.jar" "$tmp/out.jar"
-    mv "$tmp/out.jar" "$shaded"
-    echo "$want" >"$shaded.inputs"
-fi
+# but lacks those classes; pyspark's Jackson jars merged and relocated with jarjar, once
+# per pyspark (cumulus/spark/jars.py: build_jackson_jar; the image builds it the same way).
+say "relocated jackson jar: $(CUMULUS_JARS_DIR="$JARS" "$PY" -m cumulus.spark.jars)"
 
 # --- 4. web assets of the reports ----------------------------------------------------
 WEB="$ROOT/web"

@@ -245,6 +245,12 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     events = wait_for("the asset events", lambda: asset_events(api), timeout=120, every=2)
     assert len(events) == 1
 
+    # The plugin is behind the auth manager: no token, a bad one, then the user's.
+    assert api.request("GET", "/cumulus/api/status", auth=False)[0] == 401
+    assert api.request("GET", "/cumulus/reports/data_docs/index.html", auth=False)[0] == 401
+    token, api.token = api.token, "not-a-token"
+    assert api.request("GET", "/cumulus/", auth=True)[0] in (401, 403)
+    api.token = token
     status = api.ok("GET", "/cumulus/api/status")
     assert [(e["epoch"], e["state"], e["validation"]) for e in status["epochs"]][:1] == [(1, "published", "passed")]
     assert {v["name"]: v["stable_epoch"] for v in status["views"]} == dict.fromkeys(DEMO_VIEWS, 1)

@@ -168,23 +168,83 @@ def test_the_home_settings_are_writable() -> None:
     assert '[ ! -f "$CUMULUS_HOME/cumulus.toml" ]' in init and copy < init.index("cumulus init")
 
 
-def test_dockerfile_installs_requirements_and_the_code() -> None:
+def test_dockerfile_builds_on_the_official_airflow_image_with_the_lock() -> None:
+    """FROM apache/airflow at the lock's Airflow version and the package's Python; the
+    package with its runtime extras (not dev: no test tools) constrained by the lock; the
+    machine's jars built the way `make setup` builds them; every COPY source exists."""
     text = (REPO / "Dockerfile").read_text()
     lines = [line.strip() for line in text.splitlines()]
-    assert lines[0].startswith("#") and any(line.startswith("FROM python:3.11") for line in lines)
-    copies = [line.split()[1:-1] for line in lines if line.startswith("COPY ")]
-    assert ["requirements.txt"] in copies and ["."] in copies
-    for sources in copies:
-        for src in sources:
-            assert (REPO / src).exists(), src
-    assert "-r requirements.txt" in text and "scripts/setup.sh" in text
-    assert "openjdk-17-jre-headless" in text
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    lock = dict(re.findall(r"^([\w.-]+)==(\S+)$", (REPO / "requirements.txt").read_text(), re.M))
+    assert "FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}" in lines
+    assert args["AIRFLOW_VERSION"] == lock["apache-airflow"] and args["PYTHON_VERSION"] == "3.11"
+    import snowpark_connect_deps_iceberg as deps
+    runtime = [j.name for j in deps.list_jars() if j.name.startswith("iceberg-spark-runtime-3.5_2.12-")][-1]
+    assert runtime == f"iceberg-spark-runtime-3.5_2.12-{args['ICEBERG_VERSION']}.jar"  # the AWS bundle's version
+    install = next(line for line in lines if "pip install" in line)
+    assert '"apache-airflow==${AIRFLOW_VERSION}"' in install and "-c requirements.txt" in install
+    extras = re.search(r'"\./\[([\w,]+)\]"', install).group(1).split(",")
+    assert set(extras) == {"airflow", "dbt", "quality"}
+    for tool in ("pytest", "hypothesis", "ruff", "chromium", "npm", "postgresql ", "setup.sh"):
+        assert tool not in text, f"the image installs {tool.strip()}"
+    assert "python -m cumulus.spark.jars" in text and "authenticator_jar()" in text
+    assert "openjdk-17-jdk-headless" in text and "USER airflow" in text
+    for line in lines:
+        if line.startswith("COPY "):
+            for src in [part for part in line.split()[1:-1] if not part.startswith("--")]:
+                assert (REPO / src).exists(), src
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert ".venv" in ignored and ".cache" in ignored  # setup.sh builds them inside the image
+    assert ".venv" in ignored and ".cache" in ignored and "web/node_modules" in ignored
     init = (REPO / "docker" / "init.sh").read_text()
     assert "airflow db migrate" in init and "cumulus init" in init
-    for name in ("docker/init.sh", "demo/tpch_schema.sql", "scripts/setup.sh"):
-        assert (REPO / name).is_file(), name
+    for name in ("docker/init.sh", "demo/tpch_schema.sql", "dbt_project.yml", "tests/dbt"):
+        assert (REPO / name).exists(), name
+
+
+def test_every_image_is_pinned_to_a_release() -> None:
+    """No `latest` and no bare major: a tag with a full version or a release stamp; MinIO
+    from quay.io (Docker Hub's minio/minio is no longer published)."""
+    for name, svc in SERVICES.items():
+        image = svc.get("image", "")
+        if "build" in svc:
+            continue
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest", f"{name}: {image}"
+        assert re.match(r"^(\d+\.\d+[\w.-]*|RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z)$", tag), f"{name}: {image}"
+    assert SERVICES["minio"]["image"].startswith("quay.io/minio/minio:")
+    assert SERVICES["minio-init"]["image"].startswith("quay.io/minio/mc:")
+
+
+def test_every_endpoint_asks_who_you_are() -> None:
+    """Airflow's UI and API (and so the Cumulus plugin) behind an auth manager with no
+    default password; the SQL endpoint on every interface only with a user that init
+    writes, whose password compose requires (${SQL_PASSWORD:?...})."""
+    env = env_of("airflow-api-server")
+    assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")
+    assert "ALL_ADMINS" not in " ".join(env)  # no user-less access
+    sql = SERVICES["sql-server"]["command"]
+    assert sql[sql.index("--host") + 1] == "0.0.0.0"
+    raw = SERVICES["airflow-init"]["environment"]["SQL_PASSWORD"]
+    assert raw.startswith("${SQL_PASSWORD:?"), raw
+    init = (REPO / "docker" / "init.sh").read_text()
+    assert 'cumulus sql-server --set-password "${SQL_USER:-cumulus}"' in init
+    assert "SQL_PASSWORD" not in " ".join(env_of("sql-server"))  # the secret stays in init
+
+
+def test_the_plugin_refuses_requests_without_a_token() -> None:
+    """Every route of the plugin's app, the mounted reports too, answers 401 to a request
+    with no token (tests/airflow/test_airflow_standalone.py: with a bad and a good one)."""
+    import importlib.util
+
+    from fastapi.testclient import TestClient
+
+    spec = importlib.util.spec_from_file_location("cumulus_plugin_under_test", REPO / "plugins" / "cumulus_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    client = TestClient(module.create_app())
+    for path in ("/", "/api/status", "/reports/data_docs/index.html"):
+        answer = client.get(path)
+        assert answer.status_code == 401 and "sign in" in answer.json()["detail"], (path, answer.text)
 
 
 def test_the_warm_engine_is_reachable_from_the_airflow_containers() -> None:
