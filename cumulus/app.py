@@ -104,14 +104,9 @@ class Engine:
         """Compiled again only when the registry table has a new snapshot (a view added)."""
         from py4j.protocol import Py4JJavaError
 
-        from cumulus.engine.registry import (
-            batch_plan,
-            compile_registered,
-            live,
-            registry,
-            views_table,
-        )
+        from cumulus.engine.registry import batch_plan, compile_registered
         from cumulus.store.commit import table_metadata
+        from cumulus.store.registry import live, registry, views_table
 
         try:
             state = table_metadata(self.spark, views_table(self.settings)).get("current-snapshot-id")

@@ -46,8 +46,9 @@ class Reader:
     # -- metadata
     @cached_property
     def compilation(self):
-        from cumulus.engine.registry import compile_registered, live, registry
+        from cumulus.engine.registry import compile_registered
         from cumulus.store.home import load_home_schema
+        from cumulus.store.registry import live, registry
 
         rows = registry(self.catalog, self.settings)
         if not live(rows):

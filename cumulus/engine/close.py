@@ -103,7 +103,8 @@ def _adopt_program(spark: SparkSession, settings: Settings, plan: BatchPlan, epo
     """After a rebuild for a new program (a newer compiler): its catalog views (their SQL
     names its maps) and the maps' mark, from `epoch` on."""
     from cumulus.engine.publish import create_catalog_views
-    from cumulus.engine.registry import compile_registered, registry
+    from cumulus.engine.registry import compile_registered
+    from cumulus.store.registry import registry
 
     compiled = compile_registered(plan.checked.schema, registry(spark, settings), settings.sql_dialect)
     create_catalog_views(spark, settings, compiled)

@@ -29,24 +29,14 @@ from cumulus.engine.publish import create_catalog_views, move_stable
 from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
 from cumulus.engine.refresh import full_view, refresh_views
 from cumulus.engine.registry import (
-    DROPPED,
-    FULL,
-    M3,
-    SQL,
-    RegisteredView,
-    ViewError,
-    append_row,
+    as_full_view,
     batch_plan,
     compile_all,
     compile_registered,
-    dropped,
-    ensure_views_table,
-    is_registered,
-    live,
     needed_maps,
-    registry,
     without,
 )
+from cumulus.errors import ViewError
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
 from cumulus.sql.sqltext import spark_literal
@@ -62,6 +52,19 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import ensure_maps_table, maps_table
+from cumulus.store.registry import (
+    DROPPED,
+    FULL,
+    M3,
+    SQL,
+    RegisteredView,
+    append_row,
+    dropped,
+    ensure_views_table,
+    is_registered,
+    live,
+    registry,
+)
 from cumulus.store.tables import tag_name
 
 if TYPE_CHECKING:
@@ -147,7 +150,7 @@ def add_view(
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
             if new.kind == FULL:
-                written = refresh_views(spark, settings, schema, [new.full()], closed, settings.sql_dialect,
+                written = refresh_views(spark, settings, schema, [as_full_view(new)], closed, settings.sql_dialect,
                                         batch_id=f"backfill-{name}", tag=tag_name(closed))
             else:
                 written = backfill(spark, settings, plan, added, name, closed)

@@ -248,8 +248,8 @@ def table_versions(catalog, settings: Settings) -> dict[str, str]:
 
 def _reader(catalog, settings: Settings, versions: dict[str, str]):
     """A Reader whose compiled views are kept while the registry keeps its version."""
-    from cumulus.engine.registry import views_table
     from cumulus.read import Reader
+    from cumulus.store.registry import views_table
     from cumulus.store.tables import pyiceberg_name
 
     reader = Reader(settings, catalog)

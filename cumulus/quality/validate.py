@@ -139,11 +139,12 @@ class Scope:
 
 
 def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
-    from cumulus.engine.registry import compile_registered, live, registry
+    from cumulus.engine.registry import compile_registered
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
     from cumulus.store.maps import maps_table
+    from cumulus.store.registry import live, registry
     from cumulus.store.tables import base_table
 
     schema = load_home_schema(settings)

@@ -12,13 +12,13 @@ from oracle import DuckOracle, alive_after
 from cumulus.app import Engine
 from cumulus.engine.apply import apply_source
 from cumulus.engine.close import close_epoch
-from cumulus.engine.registry import ViewError, registered_views
-from cumulus.errors import NotFoundError
+from cumulus.errors import NotFoundError, ViewError
 from cumulus.ingest.job import ingest_files
 from cumulus.output import sort_key
 from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.store.maps import maps_table
+from cumulus.store.registry import registered_views
 
 pytestmark = pytest.mark.e2e
 

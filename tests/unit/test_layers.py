@@ -92,7 +92,7 @@ READS = {
     "cumulus.dbt.profile": {"PROJECT_ENV", "project_dir", "write_profile"},  # dbt's profiles.yml
     "cumulus.dbt.run": {"DATA_FAILED", "invocation"},  # `cumulus dbt CMD`: dbt's own command line
     "cumulus.engine.metrics": {"human_bytes"},
-    "cumulus.engine.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry", "views_table"},
+    "cumulus.engine.registry": {"as_full_view"},
     "cumulus.engine.stats": {"base_statistics"},
     "cumulus.engine.views": {"latest_closed_epoch"},
     "cumulus.ingest.dbtoaster": {"read_stream"},
@@ -110,6 +110,7 @@ READS = {
     "cumulus.store.ledger": {"APPLIED", "DONE", "OPEN", "current_epoch", "ledger_row", "ledger_rows", "open_epoch"},
     "cumulus.store.maps": {"ENTRIES"},
     "cumulus.store.quarantine": {"LIST_COLUMNS", "get_row", "list_rows"},
+    "cumulus.store.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry", "views_table"},
     "cumulus.store.tables": {"MAPS", "files_table", "ledger_log_table", "pyiceberg_name"},
 }
 
