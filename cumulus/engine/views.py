@@ -25,7 +25,7 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, restricted
-from cumulus.engine.publish import create_catalog_views, move_stable
+from cumulus.engine.publish import create_catalog_views, move_branch, stable_epoch
 from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
 from cumulus.engine.refresh import full_view, refresh_views
 from cumulus.engine.registry import (
@@ -65,7 +65,7 @@ from cumulus.store.registry import (
     live,
     registry,
 )
-from cumulus.store.tables import tag_name
+from cumulus.store.tables import AUDIT, STABLE, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -162,7 +162,10 @@ def add_view(
             row = ledger_row(spark, settings, closed)
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
-            move_stable(spark, {maps_table(settings): snap})
+            move_branch(spark, {maps_table(settings): snap}, AUDIT)
+            shown = stable_epoch(settings, ledger_rows(spark, settings))
+            if shown is not None and shown.epoch == closed:  # else the view is stable once that epoch is published
+                move_branch(spark, {maps_table(settings): snap}, STABLE)
         carry_mark(spark, settings, previous, compiled.program)
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         append_row(spark, settings, replace(new, added_epoch=closed or 0,

@@ -22,7 +22,7 @@ def simple_home(spark, tmp_path):
     root = tmp_path / "home"
     root.mkdir()
     catalog = f"eng_s{next(_homes)}"
-    (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\n')
+    (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\npublish = "closed"\n')
     settings = load_settings(root)
     init_home(spark, settings, SIMPLE)
     for name, (_, priority) in SOURCES.items():

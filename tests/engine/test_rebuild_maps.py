@@ -30,7 +30,7 @@ _homes = itertools.count(1)
 def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_path) -> None:
     root = tmp_path / "home"
     root.mkdir()
-    (root / "cumulus.toml").write_text(f'catalog = "rebuild{next(_homes)}"\nspark_master = "local[2]"\n')
+    (root / "cumulus.toml").write_text(f'catalog = "rebuild{next(_homes)}"\nspark_master = "local[2]"\npublish = "closed"\n')
     (tmp_path / "schema.sql").write_text(DDL)
     settings = with_overrides(load_settings(root), apply_local_events=0)
     engine = Engine(settings, spark=spark)

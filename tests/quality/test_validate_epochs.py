@@ -1,9 +1,11 @@
 """Validation of a closed epoch end to end on one tiny home (two views, one epoch): a map
 corrupted at its tag fails the suites and the oracle (ledger failed-validation, exit
-status 1, the failing checks named); once the tag is repaired the same epoch passes, is
-published with its pages in the home's one Data Docs site (replacing the failed run's),
-and `quality report` prints it; epoch 2 joins epoch 1 in the site's history. The tests
-run in order on one home."""
+status 1, the failing checks named) and the epoch is not published: views_stable.* and
+the read API's stable epoch do not show it; once the tag is repaired the same epoch
+passes, is published (stable shows it) with its pages in the home's one Data Docs site
+(replacing the failed run's), and `quality report` prints it; epoch 2 joins epoch 1 in
+the site's history. Write-audit-publish: a failed epoch 3 holds a passing epoch 4 until
+an operator accepts it with a reason. The tests run in order on one home."""
 
 from __future__ import annotations
 
@@ -36,6 +38,29 @@ def _ledger(home):
     return ledger_row(pyiceberg_catalog(home.settings), home.settings, home.epoch)
 
 
+def _stable_rows(spark, settings, name: str) -> list[tuple]:
+    """views_stable.<name> by name, as any Spark SQL reader sees it."""
+    from cumulus.engine.publish import view_names
+    from cumulus.store.tables import attach_catalog
+
+    attach_catalog(spark, settings)
+    return sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {view_names(settings, name)[1]}").collect())
+
+
+def _view_at(settings, name: str, epoch: int) -> list[tuple]:
+    from cumulus.read import At, Reader
+
+    return sorted(Reader(settings).read_view(name, At(epoch)))
+
+
+def _stable_epoch(settings) -> int | None:
+    from cumulus.engine.publish import stable_epoch
+    from cumulus.store.ledger import ledger_rows
+
+    row = stable_epoch(settings, ledger_rows(pyiceberg_catalog(settings), settings))
+    return row.epoch if row else None
+
+
 def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
     corrupt_map(spark, shop.settings, "sales_count", shop.epoch)
     status = job_main("validate")(["--home", str(shop.settings.home)])  # default: the latest closed epoch
@@ -61,6 +86,10 @@ def test_a_corrupted_map_fails_validation(spark, shop, capsys) -> None:
     assert _cli(shop, "quality", "report") == 0  # default: the latest validated epoch
     report = capsys.readouterr().out
     assert "epoch 1: validation failed" in report and "FAILED" in report and "oracle.sales" in report
+    # never published: the stable branch, views_stable.* and the read API show no epoch
+    assert _stable_epoch(shop.settings) is None and _stable_rows(spark, shop.settings, "sales") == []
+    assert _cli(shop, "read", "sales", "--stable") == 4  # NOT_FOUND
+    assert "no epoch is published yet" in capsys.readouterr().err
 
 
 def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -> None:
@@ -90,6 +119,8 @@ def test_after_a_repair_the_epoch_passes_and_is_published(spark, shop, capsys) -
     maps = summary["suites"][1]
     assert maps["rows"] > 0 and len(maps["tables"]) == 7
     assert "epoch 1: validation passed -> published" in out
+    assert _stable_epoch(shop.settings) == 1
+    assert _stable_rows(spark, shop.settings, "sales") == _view_at(shop.settings, "sales", 1) != []
 
 
 def test_quality_report_prints_every_check_and_the_site(shop, capsys) -> None:
@@ -138,6 +169,9 @@ def test_a_later_epoch_checks_what_it_touched_and_full_checks_everything(spark, 
     assert "validating in full" in out
     failed = json.loads(ledger_row(pyiceberg_catalog(settings), settings, 2).validation_detail)["failed_checks"]
     assert "maps.counts_not_negative" in failed and "oracle.sales" in failed
+    # failed: stable stays on epoch 1 (no region zz)
+    assert _stable_epoch(settings) == 1 and _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 1)
+    assert not any(row[0] == "zz" for row in _stable_rows(spark, settings, "sales"))
 
     assert _cli(shop, "validate", "--epoch", "2") == 0  # the default for epoch 2: what it touched
     out = capsys.readouterr().out
@@ -155,3 +189,47 @@ def test_a_later_epoch_checks_what_it_touched_and_full_checks_everything(spark, 
 
 def _ledger_state(home, epoch: int) -> str:
     return ledger_row(pyiceberg_catalog(home.settings), home.settings, epoch).state
+
+
+def test_a_failed_epoch_holds_the_later_ones_until_it_is_accepted(spark, shop, tmp_path, capsys) -> None:
+    """Write-audit-publish: epoch 3 fails, epoch 4 passes but is held (stable stays on 2,
+    `epoch status` says why); `epoch publish 3 --accept-failed` needs a reason, keeps it in
+    the ledger, and publishes 3 and then 4: stable moves to 4."""
+    from cumulus.engine.close import close_epoch
+    from cumulus.engine.registry import batch_plan
+    from cumulus.ingest.job import ingest_files
+    from cumulus.read import Reader
+
+    settings = shop.settings
+    plan = batch_plan(Reader(settings).compilation)
+    for epoch, region in ((3, "yy"), (4, "xx")):
+        folder = tmp_path / f"epoch{epoch}"
+        folder.mkdir()
+        (folder / "orders.csv").write_text(f"1|1|{9000 + epoch}|{region}|2024-05-0{epoch}|10.00|1.0\n")
+        ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
+        close_epoch(spark, settings, plan, epoch)
+        if epoch == 3:
+            corrupt_map(spark, settings, "sales_count", 3)  # its tag moved: tags.match_ledger fails
+            assert _cli(shop, "validate", "--epoch", "3") == 1
+    assert _ledger_state(shop, 3) == "failed-validation"
+    assert _cli(shop, "validate") == 0  # the oldest closed epoch not validated: 4
+    out = capsys.readouterr().out
+    assert "epoch 4: validation passed -> held" in out and "epoch 3 is failed-validation" in out
+    row = ledger_row(pyiceberg_catalog(settings), settings, 4)
+    assert (row.state, row.validation) == ("closed", "passed")
+    assert _stable_epoch(settings) == 2 and _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 2)
+    assert _cli(shop, "epoch", "status") == 0
+    status = capsys.readouterr().out
+    assert "stable epoch: 2" in status and "epoch 3 failed validation and holds every later epoch" in status
+    assert "epoch 4 passed validation and is held" in status
+    assert _cli(shop, "validate", "--epoch", "4") == 0 and "is held" in capsys.readouterr().out
+
+    assert _cli(shop, "epoch", "publish", "3", "--accept-failed") == 2
+    assert "needs a --reason" in capsys.readouterr().err
+    assert _cli(shop, "epoch", "publish", "3", "--accept-failed", "--reason", "count off by one, known") == 0
+    assert "stable epoch: 4" in capsys.readouterr().out
+    three = ledger_row(pyiceberg_catalog(settings), settings, 3)
+    assert three.state == "published" and "count off by one, known" in three.validation_detail
+    assert _ledger_state(shop, 4) == "published" and _stable_epoch(settings) == 4
+    assert _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 4)
+    assert any(row[0] == "xx" for row in _stable_rows(spark, settings, "sales"))
