@@ -267,6 +267,9 @@ class Settings:
     # `cumulus epoch publish N --accept-failed`); "closed" at its close, for a home that
     # does not validate (cumulus/engine/publish.py).
     publish: str = "validated"
+    # At each publish every view's rows are written to the Iceberg table results.<view>,
+    # tagged epoch-N, for readers with no Cumulus code (PyIceberg, DuckDB, Trino).
+    results_tables: bool = True
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -31,7 +31,7 @@ from cumulus.engine.apply import (
 from cumulus.engine.derived import derive_epoch
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
-from cumulus.engine.publish import mend_branches, move_branch, tag_tables
+from cumulus.engine.publish import mend_branches, move_branch, tag_tables, write_results
 from cumulus.engine.recompute import (
     RECOMPUTE,
     Choice,
@@ -231,6 +231,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
         move_branch(spark, tagged, AUDIT)  # validation's; `stable` moves when the epoch is published
         if settings.publish == "closed":
             move_branch(spark, tagged, STABLE)
+            write_results(spark, settings, epoch)
     log.info("epoch %d closed: %s", epoch, metrics)
     return metrics
 

@@ -239,7 +239,7 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     and finishes removing what is left."""
     from pyspark.sql import functions as F
 
-    from cumulus.engine.publish import view_names
+    from cumulus.engine.publish import results_table, view_names
 
     ensure_views_table(spark, settings)
     with catalog_lock(settings, f"view drop {name}"):
@@ -267,5 +267,6 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             carry_mark(spark, settings, previous, compile_registered(schema, rows, settings.sql_dialect).program)
         for target in view_names(settings, name):
             spark.sql(f"DROP VIEW IF EXISTS {target}")
+        spark.sql(f"DROP TABLE IF EXISTS {results_table(settings, name)}")  # its rows as a table, gone with it
         log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))
         return Dropped(name, removed, shared, registered)

@@ -48,7 +48,7 @@ def new_home(root: Path, catalog: str):
     # The ratio is low enough for an applied epoch after a recomputed one to compact.
     (root / "cumulus.toml").write_text(
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nmap_compaction_min_rows = 1\n'
-        "map_compaction_ratio = 0.2\npublish = \"closed\"\n"  # no validation here: stable moves at the close
+        "map_compaction_ratio = 0.2\npublish = \"closed\"\nresults_tables = false\n"  # no validation here: stable moves at the close
     )
     return load_settings(root)
 

@@ -52,7 +52,7 @@ ROWS = ("SELECT c.c_name, n.n_name, c.c_acctbal / 100 AS hundreds FROM customer 
 def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_path, capsys) -> None:
     root = tmp_path / "home"
     root.mkdir()
-    (root / "cumulus.toml").write_text('catalog = "full1"\nspark_master = "local[2]"\npublish = "closed"\n')  # no validation here
+    (root / "cumulus.toml").write_text('catalog = "full1"\nspark_master = "local[2]"\npublish = "closed"\nresults_tables = false\n')  # no validation here
     settings = load_settings(root)
     init_home(spark, settings, TPCH)
     add_source(settings, "a", 1)

@@ -90,3 +90,10 @@ print("closed", engine.close())
     assert "closed" in status
     read = list(csv.reader(io.StringIO(run([cumulus, "read", "revenue", "--stable", "--format", "csv"], env, work))))
     assert len(read) > 1 and "revenue" in read[0]
+    # the view's rows as a plain Iceberg table, through PyIceberg alone (the config file init wrote)
+    plain = run([python, "-c", "import sys; from pyiceberg.catalog import load_catalog; "
+                 "t = load_catalog('cumulus').load_table('results.revenue').scan().to_pandas(); "
+                 "assert 'cumulus' not in sys.modules; print(len(t), ','.join(t.columns))"],
+                {**env, "PYICEBERG_HOME": str(home)}, work)
+    rows, columns = plain.split()
+    assert int(rows) == len(read) - 1 and columns == ",".join(read[0])

@@ -233,3 +233,54 @@ def test_a_failed_epoch_holds_the_later_ones_until_it_is_accepted(spark, shop, t
     assert _ledger_state(shop, 4) == "published" and _stable_epoch(settings) == 4
     assert _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 4)
     assert any(row[0] == "xx" for row in _stable_rows(spark, settings, "sales"))
+
+
+RESULTS_READER = """
+import json, sys
+from pyiceberg.catalog import load_catalog
+
+catalog = load_catalog(sys.argv[1])  # from $PYICEBERG_HOME/.pyiceberg.yaml, written by init
+out = {}
+for view in ("sales", "returned"):
+    table = catalog.load_table(f"results.{view}")
+    for epoch in (1, 2, 3, 4):
+        snapshot = table.snapshot_by_name(f"epoch-{epoch}")
+        con = table.scan(snapshot_id=snapshot.snapshot_id).to_duckdb(table_name="r")
+        out[f"{view}@{epoch}"] = [[str(v) for v in row] for row in con.execute("SELECT * FROM r").fetchall()]
+    out[f"{view}@current"] = [[str(v) for v in row] for row in table.scan().to_pandas().itertuples(index=False)]
+assert not [m for m in sys.modules if m.split(".")[0] == "cumulus"]
+print(json.dumps(out))
+"""
+
+
+def test_results_tables_hold_every_published_epoch_for_any_iceberg_reader(shop, tmp_path) -> None:
+    """results.<view> at each published epoch's tag, read by PyIceberg (load_catalog from
+    the config file init wrote) and DuckDB in a process that imports no Cumulus code,
+    equals the view's rows as Cumulus reads them; its current snapshot is the stable epoch's."""
+    import os
+    import subprocess
+    import sys
+
+    settings = shop.settings
+    assert (settings.home / ".pyiceberg.yaml").is_file()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMULUS_", "PYICEBERG_"))}
+    done = subprocess.run([sys.executable, "-c", RESULTS_READER, settings.catalog], capture_output=True, text=True,
+                          env={**env, "PYICEBERG_HOME": str(settings.home)}, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)
+
+    def same(value: str) -> str:  # a decimal's value, whatever its scale (9.770000 is 9.77)
+        from decimal import Decimal, InvalidOperation
+
+        try:
+            return format(Decimal(value).normalize(), "f")
+        except InvalidOperation:
+            return value
+
+    def text(rows):
+        return sorted([same(str(v)) for v in row] for row in rows)
+
+    for view in ("sales", "returned"):
+        for epoch in (1, 2, 3, 4):
+            assert text(got[f"{view}@{epoch}"]) == text(_view_at(settings, view, epoch)), (view, epoch)
+        assert text(got[f"{view}@current"]) == text(_view_at(settings, view, _stable_epoch(settings)))

@@ -62,7 +62,7 @@ def build_home(spark, root: Path) -> Settings:
 
     home = root / "home"
     home.mkdir(parents=True)
-    (home / "cumulus.toml").write_text(f'catalog = "{CATALOG}"\nspark_master = "local[2]"\npublish = "closed"\n')
+    (home / "cumulus.toml").write_text(f'catalog = "{CATALOG}"\nspark_master = "local[2]"\npublish = "closed"\nresults_tables = false\n')
     settings = load_settings(home)
     init_home(spark, settings, SCHEMA)
     add_source(settings, "tpch", 1)

@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -104,14 +104,9 @@ class Engine:
         """Compiled again only when the registry table has a new snapshot (a view added)."""
         from py4j.protocol import Py4JJavaError
 
-        from cumulus.engine.registry import (
-            batch_plan,
-            compile_registered,
-            live,
-            registry,
-            views_table,
-        )
+        from cumulus.engine.registry import batch_plan, compile_registered
         from cumulus.store.commit import table_metadata
+        from cumulus.store.registry import live, registry, views_table
 
         try:
             state = table_metadata(self.spark, views_table(self.settings)).get("current-snapshot-id")
@@ -203,9 +198,17 @@ class Engine:
         """Validate a closed epoch (default: the latest not validated yet) and publish or
         fail it in the ledger; None when no epoch waits. Spark starts only when there is
         something to validate. A crash is not a verdict on the data: QualityError."""
+        from cumulus.engine.publish import holding
         from cumulus.errors import QualityError
-        from cumulus.quality.validate import epoch_to_validate, published_outcome, validate_epoch
+        from cumulus.quality.validate import (
+            HELD,
+            epoch_to_validate,
+            publish_passed,
+            published_outcome,
+            validate_epoch,
+        )
         from cumulus.store.catalog import pyiceberg_catalog
+        from cumulus.store.ledger import ledger_rows
 
         say = progress or (lambda _line: None)
         catalog = pyiceberg_catalog(self.settings)
@@ -216,6 +219,10 @@ class Engine:
                 return None
         done = published_outcome(catalog, self.settings, epoch, say)
         if done is not None:
+            if done.state == HELD and holding(ledger_rows(catalog, self.settings), epoch) is None:
+                # passed, but a crash came before its publication: publish it now
+                done = replace(done, state=publish_passed(self.spark, self.settings, epoch))
+                say(f"epoch {epoch}: {done.state}")
             return done
         say(f"epoch {epoch}: starting validation")
         try:
@@ -227,6 +234,21 @@ class Engine:
             log.exception("epoch %d: validation could not run", epoch)
             raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
                                "the ledger is unchanged, retry") from exc
+
+    def publish(self, epoch: int | None = None, accept_failed: bool = False, reason: str = "") -> int | None:
+        """Publish what may be published (write-audit-publish: cumulus/engine/publish.py);
+        with `accept_failed`, first the failed `epoch` as it is, `reason` in its ledger
+        row. The stable epoch afterwards (None while no epoch is published)."""
+        from cumulus.engine.publish import accept_failed as accept
+        from cumulus.engine.publish import publish_ready
+
+        if accept_failed:
+            if epoch is None:
+                raise CumulusError("--accept-failed takes the failed epoch: cumulus epoch publish N --accept-failed")
+            row = accept(self.spark, self.settings, epoch, reason)
+        else:
+            row = publish_ready(self.spark, self.settings)
+        return row.epoch if row is not None else None
 
     def add_view(self, name: str, text: str, kind: str, force: bool = False) -> Compilation:
         """Register a view (SQL) or an M3 program, create its maps and back-fill them;

@@ -39,6 +39,7 @@ ENV_VARS = {
 
 
 EPOCH_MODES = ("auto", "incremental", "recompute")
+PUBLISH_MODES = ("validated", "closed")
 # The dialects a view's SQL may be written in (`sql_dialect`): Spark's by default, as
 # every other SQL a user writes here (Spark SQL, dbt, the Thrift server), so a view that
 # runs in Spark SQL is accepted as written (in Spark "x" is a string, `x` a name);
@@ -260,6 +261,15 @@ class Settings:
     # Spark SQL over base.* at each close: cumulus/engine/refresh.py) under "allow"; under
     # "refuse", `view add` refuses it with the construct that blocks it.
     full_refresh: str = "allow"
+    # When an epoch becomes the stable snapshot (the `stable` branch, views_stable.*, the
+    # read API's --stable): "validated" (write-audit-publish) once it passed validation and
+    # every epoch before it is published (a failed one holds the later ones until
+    # `cumulus epoch publish N --accept-failed`); "closed" at its close, for a home that
+    # does not validate (cumulus/engine/publish.py).
+    publish: str = "validated"
+    # At each publish every view's rows are written to the Iceberg table results.<view>,
+    # tagged epoch-N, for readers with no Cumulus code (PyIceberg, DuckDB, Trino).
+    results_tables: bool = True
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).
@@ -282,6 +292,8 @@ class Settings:
         check_dialect(self.sql_dialect)
         if self.full_refresh not in ("allow", "refuse"):
             raise ConfigError(f"full_refresh must be allow or refuse, got {self.full_refresh!r}")
+        if self.publish not in PUBLISH_MODES:
+            raise ConfigError(f"publish must be one of {', '.join(PUBLISH_MODES)}, got {self.publish!r}")
         if self.epoch_mode not in EPOCH_MODES:
             raise ConfigError(f"epoch_mode must be one of {', '.join(EPOCH_MODES)}, got {self.epoch_mode!r}")
         if not self.catalog_uri.startswith("jdbc:"):

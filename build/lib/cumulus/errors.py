@@ -133,6 +133,10 @@ class EpochOrderError(StoreError):
     exit_code = ExitCode.NOT_YET
 
 
+class PublishError(StoreError):
+    """An epoch cannot be published as asked (accepting one that did not fail, no reason)."""
+
+
 class IngestError(CumulusError):
     """Ingestion refused or failed a batch: no open epoch, unreadable input, or a source
     whose error rate passed its threshold. Says which source, epoch and file."""

@@ -3,7 +3,7 @@
     READ_SLICE(map, k1, ..., kn)   entries matching the given keys (None: any), on main:
                                    every applied delta, fresh, eventually consistent
     READ_SUM / READ_MIN / READ_MAX the slice's values pre-aggregated
-    READ_STABLE(map, agg, keys...) the same at the latest closed epoch's tag `epoch-N`
+    READ_STABLE(map, agg, keys...) the same at the stable (published) epoch's tag `epoch-N`
                                    (or a given epoch): consistent
     read_view(name)                a view's rows exactly as its SQL would give them
 
@@ -46,8 +46,9 @@ class Reader:
     # -- metadata
     @cached_property
     def compilation(self):
-        from cumulus.engine.registry import compile_registered, live, registry
+        from cumulus.engine.registry import compile_registered
         from cumulus.store.home import load_home_schema
+        from cumulus.store.registry import live, registry
 
         rows = registry(self.catalog, self.settings)
         if not live(rows):
@@ -55,12 +56,15 @@ class Reader:
         return compile_registered(load_home_schema(self.settings), rows, self.settings.sql_dialect)
 
     def latest_epoch(self) -> int:
-        from cumulus.engine.views import latest_closed_epoch
+        """The stable epoch: the latest published (cumulus/engine/publish.py)."""
+        from cumulus.engine.publish import stable_epoch
+        from cumulus.store.ledger import ledger_rows
 
-        epoch = latest_closed_epoch(self.catalog, self.settings)
-        if epoch is None:
-            raise ReadError("no epoch has been closed yet: there is no stable snapshot (cumulus epoch close)")
-        return epoch
+        row = stable_epoch(self.settings, ledger_rows(self.catalog, self.settings))
+        if row is None:
+            raise ReadError("no epoch is published yet: there is no stable snapshot (cumulus epoch close, "
+                            "then cumulus validate; cumulus epoch status)")
+        return row.epoch
 
     def stable(self, epoch: int | None = None) -> At:
         return At(self.latest_epoch() if epoch is None else epoch)

@@ -6,7 +6,14 @@ The pyspark package ships the server (jars/spark-hive-thriftserver_2.12-*.jar) b
 sbin/start-thriftserver.sh, so the server is started the way that script does it:
 `spark-submit --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2`, with
 every setting of the session factory (spark_conf: jars, catalog, warehouse) as --conf,
-in the foreground. Its log goes to <home>/logs/sql-server.log."""
+in the foreground. Its log goes to <home>/logs/sql-server.log.
+
+Authentication: with a password file (<home>/sql_passwords, or $CUMULUS_SQL_PASSWORDS;
+`cumulus sql-server --set-password USER` adds a user), the server checks every connection's user
+and password (hive.server2.authentication=CUSTOM, with cumulus/java's authenticator,
+compiled once per machine into <cache>/jars). Without one it serves the loopback address
+only: any other --host is refused, so an endpoint reachable from elsewhere always asks who
+you are."""
 
 from __future__ import annotations
 
@@ -24,6 +31,11 @@ from cumulus.errors import SQLServerError
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000  # HiveServer2's
+PASSWORDS_ENV = "CUMULUS_SQL_PASSWORDS"
+PASSWORDS_FILE = "sql_passwords"  # in the home
+AUTHENTICATOR = "cumulus.sqlauth.CumulusPasswordAuthenticator"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+PBKDF2_ITERATIONS = 210_000
 
 
 @dataclass(frozen=True)
@@ -34,10 +46,85 @@ class ServerPlan:
     port: int
     log: Path
 
+    passwords: Path | None = None  # the password file the server checks, None: no authentication
+
     @property
     def jdbc_url(self) -> str:
         host = "localhost" if self.host in ("127.0.0.1", "0.0.0.0") else self.host
         return f"jdbc:hive2://{host}:{self.port}/"
+
+
+def passwords_file(settings: Settings) -> Path:
+    """The SQL endpoint's password file: $CUMULUS_SQL_PASSWORDS, else <home>/sql_passwords."""
+    return Path(os.environ.get(PASSWORDS_ENV) or settings.home / PASSWORDS_FILE)
+
+
+def hash_password(password: str, salt: bytes | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
+    """`pbkdf2-sha256:<iterations>:<salt hex>:<hash hex>`, as the authenticator checks it."""
+    import hashlib
+    import secrets
+
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations, 32)
+    return f"pbkdf2-sha256:{iterations}:{salt.hex()}:{digest.hex()}"
+
+
+def set_password(settings: Settings, user: str, password: str) -> Path:
+    """Add `user` to the password file, or change its password (the file is private: 0600)."""
+    if not user or ":" in user or user != user.strip():
+        raise SQLServerError(f"bad user name {user!r}: no colon, no surrounding spaces")
+    if not password:
+        raise SQLServerError("an empty password is refused")
+    path = passwords_file(settings)
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = [line for line in lines if line.split(":", 1)[0] != user]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(f"{line}\n" for line in [*kept, f"{user}:{hash_password(password)}"]))
+    tmp.chmod(0o600)
+    tmp.replace(path)
+    return path
+
+
+def authenticator_jar() -> Path:
+    """The authenticator's jar (cumulus/java), compiled with the JDK's javac against the
+    Thrift server of this pyspark, once per machine and source version."""
+    import hashlib
+    import shutil
+    import tempfile
+    import zipfile
+    from importlib import resources
+
+    import pyspark
+
+    from cumulus.spark.jars import jars_dir
+
+    source = resources.files("cumulus") / "java" / "CumulusPasswordAuthenticator.java"
+    text = source.read_bytes()
+    jar = jars_dir() / f"cumulus-sqlauth-{pyspark.__version__}-{hashlib.sha256(text).hexdigest()[:12]}.jar"
+    if jar.is_file():
+        return jar
+    home = os.environ.get("JAVA_HOME")
+    javac = str(Path(home) / "bin" / "javac") if home and (Path(home) / "bin" / "javac").exists() else shutil.which("javac")
+    if not javac:
+        raise SQLServerError("password authentication compiles its checker once with the JDK's javac, which is not "
+                             "installed here: install a JDK 17 (apt install openjdk-17-jdk-headless), or run `make setup`")
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    classpath = os.pathsep.join(str(j) for j in sorted(spark_jars.glob("spark-hive-thriftserver_*.jar")))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "CumulusPasswordAuthenticator.java"
+        src.write_bytes(text)
+        done = subprocess.run([javac, "--release", "17", "-cp", classpath, "-d", str(Path(tmp) / "classes"), str(src)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SQLServerError(f"javac failed on the password checker: {done.stderr.strip()[:600]}")
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_suffix(".tmp")
+        with zipfile.ZipFile(partial, "w") as out:
+            for cls in sorted((Path(tmp) / "classes").rglob("*.class")):
+                out.write(cls, cls.relative_to(Path(tmp) / "classes").as_posix())
+        partial.replace(jar)
+    return jar
 
 
 def spark_submit() -> Path:
@@ -55,7 +142,16 @@ def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT
     # The server's JDBC sessions do not use spark.jars' child class loader (on a cluster,
     # their catalog lookup fails with ClassNotFoundException: SparkCatalog): the jars go
     # on the driver's own class path there too.
-    conf["spark.driver.extraClassPath"] = os.pathsep.join(map(str, spark_jars(settings.catalog_uri)))
+    passwords = passwords_file(settings)
+    passwords = passwords if passwords.is_file() else None
+    if passwords is None and host not in LOOPBACK:
+        raise SQLServerError(
+            f"refusing to serve {host} without authentication: add a user first "
+            f"(`cumulus --home {settings.home} sql-server --set-password USER`, into {passwords_file(settings)}), "
+            "or serve the loopback address only (--host 127.0.0.1)"
+        )
+    class_path = list(spark_jars(settings.catalog_uri)) + ([authenticator_jar()] if passwords else [])
+    conf["spark.driver.extraClassPath"] = os.pathsep.join(map(str, class_path))
     command = [str(spark_submit()), "--class", THRIFT_SERVER_CLASS, "--name", "cumulus-sql-server"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
@@ -64,9 +160,13 @@ def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT
         "--hiveconf", f"hive.server2.thrift.port={port}",
     ]
     env = dict(os.environ)
+    if passwords:
+        command += ["--hiveconf", "hive.server2.authentication=CUSTOM",
+                    "--hiveconf", f"hive.server2.custom.authentication.class={AUTHENTICATOR}"]
+        env[PASSWORDS_ENV] = str(passwords)
     if settings.is_local:
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return ServerPlan(command, env, host, port, settings.home / "logs" / "sql-server.log")
+    return ServerPlan(command, env, host, port, settings.home / "logs" / "sql-server.log", passwords)
 
 
 def ensure_default_namespace(settings: Settings) -> None:
@@ -155,7 +255,9 @@ def _ready_text(plan: ServerPlan, settings: Settings, seconds: float) -> str:
         f"  beeline:  PATH={venv}:$PATH beeline -u {plan.jdbc_url} -e 'SHOW TABLES IN maps'\n"
         f"  a view:   cumulus --home {settings.home} view sql NAME --epoch N > view.sql; "
         f"beeline -u {plan.jdbc_url} -f view.sql\n"
-        f"  JDBC:     {plan.jdbc_url} (Hive JDBC driver; no user or password)\n"
+        + (f"  JDBC:     {plan.jdbc_url} (Hive JDBC driver; user and password: -n USER -p PASSWORD, "
+           f"users in {plan.passwords})\n" if plan.passwords else
+           f"  JDBC:     {plan.jdbc_url} (Hive JDBC driver; no authentication: loopback only)\n") +
         "  Ctrl-C stops the server."
     )
 

@@ -15,7 +15,7 @@ COLUMNS = ["epoch", "state", "opened_at", "sealed_at", "closed_at", "published_a
 def cmd_status(args: argparse.Namespace) -> int:
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.files import epoch_counts
-    from cumulus.store.ledger import APPLIED, OPEN, current_epoch, ledger_rows
+    from cumulus.store.ledger import APPLIED, CLOSED, FAILED, OPEN, current_epoch, ledger_rows
 
     settings = settings_from_args(args)
     catalog = pyiceberg_catalog(settings)
@@ -28,11 +28,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             values.update({k: v for k, v in epoch_counts(catalog, settings, row.epoch).items() if k in values})
         table.append(tuple(values[c] for c in COLUMNS))
     if args.format == "table":
+        from cumulus.engine.publish import stable_epoch
+
+        shown = stable_epoch(settings, rows)
         sys.stdout.write(f"current epoch: {current}\n")
+        sys.stdout.write(f"stable epoch: {shown.epoch if shown else 'none yet'} (views_stable.*, the stable branch; "
+                         f"publish = {settings.publish})\n")
         for row in rows:
             if row.state == APPLIED:
                 sys.stdout.write(f"epoch {row.epoch} is sealed but not closed (an interrupted close): "
                                  f"cumulus --home {settings.home} epoch close resumes it\n")
+            elif row.state == FAILED:
+                sys.stdout.write(f"epoch {row.epoch} failed validation and holds every later epoch from stable: "
+                                 f"repair it and validate it again, or cumulus --home {settings.home} epoch publish "
+                                 f"{row.epoch} --accept-failed --reason TEXT ({row.validation_detail or ''})\n")
+            elif row.state == CLOSED and row.validation:
+                sys.stdout.write(f"epoch {row.epoch} passed validation and is held until every epoch before it "
+                                 "is published\n")
     sys.stdout.write(render(COLUMNS, table, args.format))
     return 0
 
@@ -61,6 +73,19 @@ def cmd_show(args: argparse.Namespace) -> int:
         items.append((f"metrics.{key}", shown if args.format == "table" else value))
     items.append(("tagged_tables", len(row.snapshots or {})))
     sys.stdout.write(render(["field", "value"], items, args.format))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish what passed (in order), or accept a failed epoch first."""
+    from cumulus.commands import engine_for
+
+    if args.accept_failed and args.epoch is None:
+        from cumulus.errors import CumulusError
+
+        raise CumulusError("--accept-failed takes the failed epoch: cumulus epoch publish N --accept-failed --reason TEXT")
+    stable = engine_for(args).publish(args.epoch, args.accept_failed, args.reason or "")
+    print(f"stable epoch: {stable if stable is not None else 'none yet'}")
     return 0
 
 
@@ -107,3 +132,17 @@ def register(subparsers) -> None:
     )
     close.add_argument("--format", choices=FORMATS, default="table")
     close.set_defaults(func=cmd_close)
+    pub = sub.add_parser(
+        "publish",
+        help="publish the epochs that passed validation, in order; or accept a failed one",
+        description="An epoch is published (the stable branch, views_stable.*, the Airflow asset and "
+        "dbt move to it) once it passed validation and every epoch before it is published. A failed "
+        "epoch holds the later ones: repair it and validate it again, or publish it as it is with "
+        "--accept-failed and a --reason, kept in its ledger row. Without options: publish what is due "
+        "(after a crash between a validation and its publication).",
+    )
+    pub.add_argument("epoch", type=int, nargs="?", help="the failed epoch to accept (with --accept-failed)")
+    pub.add_argument("--accept-failed", dest="accept_failed", action="store_true",
+                     help="publish the failed epoch as it is")
+    pub.add_argument("--reason", help="why it is accepted (required with --accept-failed; kept in the ledger)")
+    pub.set_defaults(func=cmd_publish)

@@ -14,7 +14,7 @@ from cumulus.output import FORMATS, render
 
 def cmd_view_add(args: argparse.Namespace) -> int:
     from cumulus.commands.inputs import read_text
-    from cumulus.engine.registry import FULL, M3, SQL
+    from cumulus.store.registry import FULL, M3, SQL
 
     kind = M3 if args.sql.endswith(".m3") or args.m3 else FULL if args.refresh == "full" else SQL
     name = args.name.lower()
@@ -36,8 +36,8 @@ def cmd_view_add(args: argparse.Namespace) -> int:
 
 
 def cmd_view_drop(args: argparse.Namespace) -> int:
-    from cumulus.engine.registry import is_registered, registry
     from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.registry import is_registered, registry
 
     name = args.name.lower()
     settings = settings_from_args(args)
@@ -54,16 +54,17 @@ def cmd_view_drop(args: argparse.Namespace) -> int:
 
 
 def cmd_view_list(args: argparse.Namespace) -> int:
-    from cumulus.engine.registry import registered_views
     from cumulus.store.catalog import pyiceberg_catalog
+    from cumulus.store.registry import registered_views
 
     settings = settings_from_args(args)
     views = registered_views(pyiceberg_catalog(settings), settings)
-    from cumulus.engine.registry import FULL, M3
+    from cumulus.engine.registry import as_full_view
+    from cumulus.store.registry import FULL, M3
 
     def mode(v) -> tuple[str, str]:
         if v.kind == FULL:
-            return "full", v.full().reason
+            return "full", as_full_view(v).reason
         return ("program", "") if v.kind == M3 else ("incremental", "")
 
     rows = [(v.name, *mode(v), v.added_epoch, v.added_at, " ".join(v.sql.split())[:70]) for v in views]

@@ -10,8 +10,9 @@ epoch's events into base.* (an appended layer of net changes, compacted past a r
 compact the maps whose delta rows outgrew `map_compaction_ratio` (the paper's Cleanup,
 lazy: an entry's value is the sum of its rows at any snapshot, so the close rewrites
 nothing otherwise); tag maps.entries and every base table `epoch-N`; write the ledger
-row, the publish point: a stable snapshot exists only once the ledger says so; then move
-every such table's `stable` branch there (cumulus/engine/publish.py)."""
+row `closed`; then move every such table's `audit` branch there. The `stable` branch
+moves when the epoch is published, after it passed validation (write-audit-publish:
+cumulus/engine/publish.py), or here under `publish = "closed"`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from cumulus.engine.apply import (
 from cumulus.engine.derived import derive_epoch
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
-from cumulus.engine.publish import move_stable, tag_tables
+from cumulus.engine.publish import mend_branches, move_branch, tag_tables, write_results
 from cumulus.engine.recompute import (
     RECOMPUTE,
     Choice,
@@ -61,7 +62,7 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table, mark_program
-from cumulus.store.tables import base_table
+from cumulus.store.tables import AUDIT, STABLE, base_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,7 +104,8 @@ def _adopt_program(spark: SparkSession, settings: Settings, plan: BatchPlan, epo
     """After a rebuild for a new program (a newer compiler): its catalog views (their SQL
     names its maps) and the maps' mark, from `epoch` on."""
     from cumulus.engine.publish import create_catalog_views
-    from cumulus.engine.registry import compile_registered, registry
+    from cumulus.engine.registry import compile_registered
+    from cumulus.store.registry import registry
 
     compiled = compile_registered(plan.checked.schema, registry(spark, settings), settings.sql_dialect)
     create_catalog_views(spark, settings, compiled)
@@ -116,13 +118,12 @@ def _chosen_rebuild(records: list[ApplyRecord]) -> ApplyRecord | None:
     return next((r for r in records if r.kind == RECOMPUTE), None)
 
 
-def _closed_meanwhile(spark: SparkSession, row: LedgerRow) -> dict:
+def _closed_meanwhile(spark: SparkSession, settings: Settings, row: LedgerRow) -> dict:
     """Another run (a backfill beside the scheduled run, a retry beside a zombie) closed
     the epoch while this one waited for the lock: its metrics, nothing written again but
     the stable branches (that run may have died between its ledger row and them)."""
     log.info("epoch %d was closed meanwhile by another run", row.epoch)
-    if row.snapshots:
-        move_stable(spark, {k: int(v) for k, v in row.snapshots.items()})
+    mend_branches(spark, settings, ledger_rows(spark, settings))
     return dict(row.metrics or {})
 
 
@@ -139,10 +140,9 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     row = next((r for r in rows if r.epoch == epoch), None)
     if row is None:
         raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (epochs: {[r.epoch for r in rows]}; cumulus epoch status)")
-    latest = max((r for r in rows if r.state in DONE and r.snapshots), key=lambda r: r.epoch, default=None)
-    if latest is not None:  # a crash between the ledger row and the branches: move them now
-        with catalog_lock(settings, f"publish epoch {latest.epoch}"):
-            move_stable(spark, {k: int(v) for k, v in latest.snapshots.items()})
+    if any(r.state in DONE for r in rows):  # a crash between a ledger row and its branches: move them now
+        with catalog_lock(settings, "mend branches"):
+            mend_branches(spark, settings, rows)
     if row.state not in (OPEN, APPLIED):
         log.info("epoch %d is already %s", epoch, row.state)
         return dict(row.metrics or {})
@@ -153,7 +153,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             with catalog_lock(settings, f"seal epoch {epoch}"):  # (re-entrant: transition takes it too)
                 now = ledger_row(spark, settings, epoch)
                 if now is not None and now.state in DONE:
-                    return _closed_meanwhile(spark, now)
+                    return _closed_meanwhile(spark, settings, now)
                 if now is not None and now.state == OPEN:
                     transition(spark, settings, epoch, APPLIED)  # sealed: new input goes to the next epoch
         choice, rebuild = _bring_up_to_date(spark, settings, plan, epoch, rows, rebuild_maps)
@@ -161,7 +161,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     with catalog_lock(settings, f"close epoch {epoch}"):
         now = ledger_row(spark, settings, epoch)
         if now is not None and now.state in DONE:
-            return _closed_meanwhile(spark, now)
+            return _closed_meanwhile(spark, settings, now)
         if rebuild is None and (chosen := _chosen_rebuild(apply_records(spark, settings, epoch))) is not None:
             # a concurrent close chose to rebuild while this one applied: its record stops
             # applies, so the maps miss batches until the rebuild, which this run does now
@@ -228,7 +228,10 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             events=metrics["events"], batches=metrics["batches"],
         )
         fault_point("close.after-ledger")
-        move_stable(spark, tagged)
+        move_branch(spark, tagged, AUDIT)  # validation's; `stable` moves when the epoch is published
+        if settings.publish == "closed":
+            move_branch(spark, tagged, STABLE)
+            write_results(spark, settings, epoch)
     log.info("epoch %d closed: %s", epoch, metrics)
     return metrics
 

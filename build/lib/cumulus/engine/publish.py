@@ -1,16 +1,25 @@
 """Publish: the tags a close leaves (`epoch-N` on maps.entries and every base table,
-`tag_tables`) and what readers that do not name an epoch read.
+`tag_tables`), the branches readers that do not name an epoch read, and the step that
+makes an epoch the stable snapshot (write-audit-publish).
 
-- The `stable` branch of every table tagged by a close points at the latest closed
-  epoch's snapshot (its tag `epoch-N`). The close moves it right after writing the
-  ledger row (the publish point); a crash in between is mended by the next `epoch close`
-  (closing a closed epoch moves the branches it finds behind). Moving a branch is a
-  metadata commit; no data is read or written.
+- The close tags `epoch-N` and points every tagged table's `audit` branch there: the
+  epoch's validation reads it (its tag, the same snapshot).
+- `publish_ready` publishes: under `publish = "validated"` (the default) every closed
+  epoch that passed validation becomes `published` in the ledger, in epoch order, once
+  every epoch before it is published; then every table's `stable` branch moves to the
+  latest published epoch. A failed epoch holds the later ones (they pass, stay `closed`
+  with validation `passed`, and are published as soon as it is): `accept_failed`
+  publishes a failed epoch with the operator's reason in the ledger
+  (`cumulus epoch publish N --accept-failed --reason ...`); a fix and a new validation
+  does it as well. Under `publish = "closed"` the close moves `stable` itself.
+- The ledger row is the publish point; the branches follow. A crash between them is
+  mended by the next close or publish (`mend_branches`), which moves every branch found
+  behind. Moving a branch is a metadata commit; no data is read or written.
 - Every registered view is an Iceberg view in the catalog, twice: `views.<name>` over
   the maps' main branch (fresh, eventually consistent) and `views_stable.<name>` over
-  their `stable` branch (consistent), each the SQL `cumulus view sql` prints, so Spark
-  SQL, beeline, a BI tool or dbt read a view by name. `cumulus view sql NAME --epoch N`
-  stays for older epochs.
+  their `stable` branch (consistent, validated), each the SQL `cumulus view sql` prints,
+  so Spark SQL, beeline, a BI tool or dbt read a view by name. `cumulus view sql NAME
+  --epoch N` stays for older epochs.
 """
 
 from __future__ import annotations
@@ -21,30 +30,174 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.apply import current_snapshot_id
+from cumulus.errors import EpochOrderError, NoSuchEpochError, PublishError
+from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.spark.local import local_frame
 from cumulus.sql.mapsql import quote, view_sql
 from cumulus.sql.views import Compilation
 from cumulus.store.commit import table_metadata
-from cumulus.store.tables import STABLE, VIEWS, VIEWS_STABLE, tag_name
+from cumulus.store.ledger import (
+    CLOSED,
+    DONE,
+    FAILED,
+    PUBLISHED,
+    LedgerRow,
+    ledger_row,
+    ledger_rows,
+    transition,
+)
+from cumulus.store.lock import catalog_lock
+from cumulus.store.tables import AUDIT, RESULTS, STABLE, VIEWS, VIEWS_STABLE, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("cumulus.publish")
 
+# The ledger's `validation` of an epoch that passed, and of a failed one an operator
+# accepted (cumulus/quality/summary.py names the outcomes; the store cannot import it).
+PASSED, PASSED_ACCEPTED = "passed", "accepted"
 
-def move_stable(spark: SparkSession, snapshots: Mapping[str, int]) -> int:
-    """Point the `stable` branch of each table at its snapshot; tables whose branch is
-    there already are left alone. Returns the branches moved."""
+
+def move_branch(spark: SparkSession, snapshots: Mapping[str, int], branch: str = STABLE) -> int:
+    """Point `branch` of each table at its snapshot; tables whose branch is there already
+    are left alone. Returns the branches moved."""
     moved = 0
     for table, snap in snapshots.items():
-        ref = table_metadata(spark, table).get("refs", {}).get(STABLE, {})
+        ref = table_metadata(spark, table).get("refs", {}).get(branch, {})
         if ref.get("snapshot-id") == snap:
             continue
-        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE BRANCH `{STABLE}` AS OF VERSION {snap}")
+        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE BRANCH `{branch}` AS OF VERSION {snap}")
         moved += 1
     return moved
+
+
+def stable_epoch(settings: Settings, rows: list[LedgerRow]) -> LedgerRow | None:
+    """The ledger row of the epoch `stable` shows: the latest published one (or, under
+    `publish = "closed"`, the latest closed one)."""
+    states = (PUBLISHED,) if settings.publish == "validated" else DONE
+    return max((r for r in rows if r.state in states and r.snapshots), key=lambda r: r.epoch, default=None)
+
+
+def mend_branches(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
+    """Move `audit` to the latest closed epoch and `stable` to the stable epoch where a
+    crash left them behind their ledger rows (each a no-op when they are there)."""
+    audit = max((r for r in rows if r.state in DONE and r.snapshots), key=lambda r: r.epoch, default=None)
+    for row, branch in ((audit, AUDIT), (stable_epoch(settings, rows), STABLE)):
+        if row is not None:
+            move_branch(spark, {k: int(v) for k, v in row.snapshots.items()}, branch)
+
+
+def publish_ready(spark: SparkSession, settings: Settings) -> LedgerRow | None:
+    """Publish every epoch that may be, in order, and move `stable` to the latest
+    published (module doc); its ledger row (None while none is). Idempotent."""
+    with catalog_lock(settings, "publish"):
+        rows = ledger_rows(spark, settings)
+        for row in rows:
+            if row.state == PUBLISHED:
+                continue
+            if not (settings.publish == "validated" and row.state == CLOSED
+                    and row.validation in (PASSED, PASSED_ACCEPTED)):
+                break  # not validated, failed or not closed: every later epoch waits
+            transition(spark, settings, row.epoch, PUBLISHED)
+            fault_point("publish.after-ledger")
+            log.info("epoch %d published", row.epoch)
+        rows = ledger_rows(spark, settings)
+        for row in rows:  # results.<view> of every published epoch that lacks them (a crash)
+            if row.state == PUBLISHED and row.epoch > _results_epoch(spark, settings):
+                write_results(spark, settings, row.epoch)
+        mend_branches(spark, settings, rows)
+        return stable_epoch(settings, rows)
+
+
+def results_table(settings: Settings, view: str) -> str:
+    return f"{settings.catalog}.{RESULTS}.{quote(view)}"
+
+
+_DONE_THROUGH = "cumulus.results-epoch"  # results.<view> table property: the epoch its rows are
+
+
+def _results_epoch(spark: SparkSession, settings: Settings) -> int:
+    """The epoch every results table was last written for (0: none yet, or they are off).
+    One marker table's property, written after all the views' tables."""
+    if not settings.results_tables:
+        return 1 << 62
+    try:
+        props = table_metadata(spark, f"{settings.catalog}.{RESULTS}._published").get("properties", {})
+    except Exception:  # noqa: BLE001 - no marker yet
+        return 0
+    return int(props.get(_DONE_THROUGH, 0))
+
+
+def write_results(spark: SparkSession, settings: Settings, epoch: int) -> list[str]:
+    """Every registered view's rows at tag epoch-N, exactly as its SQL gives them (the
+    read-time layer applied: view_sql), into the plain Iceberg table results.<view>, each
+    replaced in one commit and tagged epoch-N, so any Iceberg reader (PyIceberg, DuckDB,
+    Trino, Spark) reads a view by name at every published epoch with no Cumulus code.
+    Then the marker table results._published records the epoch. Views added after the
+    epoch are left for a later one. Idempotent: a rerun writes the same rows."""
+    from pyspark.sql import functions as F
+
+    from cumulus.engine.registry import compile_registered
+    from cumulus.store.home import load_home_schema
+    from cumulus.store.registry import live, registry
+
+    if not settings.results_tables:
+        return []
+    rows = registry(spark, settings)
+    due = [v for v in live(rows) if (v.added_epoch or 0) <= epoch]
+    compiled = compile_registered(load_home_schema(settings), rows, settings.sql_dialect)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
+    written = []
+    for view in due:
+        if view.name not in compiled.views:
+            continue
+        table = results_table(settings, view.name)
+        frame = spark.sql(view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False))
+        if not spark.catalog.tableExists(table):
+            frame.writeTo(table).tableProperty("format-version", "2").create()
+        elif spark.table(table).schema == frame.schema:
+            frame.writeTo(table).overwrite(F.lit(True))
+        else:  # the view was dropped and added again with other columns
+            frame.writeTo(table).tableProperty("format-version", "2").createOrReplace()
+        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+        written.append(view.name)
+    fault_point("publish.after-results")
+    marker = f"{settings.catalog}.{RESULTS}._published"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
+    spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
+    log.info("epoch %d: results tables of %d views written", epoch, len(written))
+    return written
+
+
+def holding(rows: list[LedgerRow], epoch: int) -> LedgerRow | None:
+    """The epoch before `epoch` that holds its publication (the first not published)."""
+    return next((r for r in rows if r.epoch < epoch and r.state != PUBLISHED), None)
+
+
+def accept_failed(spark: SparkSession, settings: Settings, epoch: int, reason: str) -> LedgerRow | None:
+    """Publish a failed epoch as it is, the operator's `reason` in its ledger row, then
+    the epochs it held; the stable epoch's row afterwards."""
+    if not reason.strip():
+        raise PublishError("--accept-failed needs a --reason (it is kept in the ledger row)")
+    row = ledger_row(spark, settings, epoch)
+    if row is None:
+        raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
+    if row.state == FAILED:
+        detail = f"accepted despite failed validation: {reason.strip()}; was: {row.validation_detail or '-'}"
+        with catalog_lock(settings, f"publish epoch {epoch}"):
+            transition(spark, settings, epoch, CLOSED, validation=PASSED_ACCEPTED, validation_detail=detail)
+    elif row.state != PUBLISHED:
+        raise PublishError(f"epoch {epoch} is {row.state}"
+                              f"{f' (validation {row.validation})' if row.validation else ''}, not failed: "
+                              "--accept-failed takes an epoch that failed validation")
+    blocker = holding(ledger_rows(spark, settings), epoch)
+    if blocker is not None:
+        raise EpochOrderError(f"epoch {epoch} is accepted but waits for epoch {blocker.epoch} ({blocker.state}"
+                              f"{f', validation {blocker.validation}' if blocker.validation else ''}): "
+                              "epochs are published in order")
+    return publish_ready(spark, settings)
 
 
 def view_names(settings: Settings, name: str) -> tuple[str, str]:

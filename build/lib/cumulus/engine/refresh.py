@@ -40,9 +40,10 @@ REFRESH = "refresh"  # the kind of the commit of a close's full refresh
 
 def registered_full_views(reader, settings: Settings) -> list[FullView]:
     """The registered views kept by full refresh, in registration order."""
-    from cumulus.engine.registry import FULL, live, registry
+    from cumulus.engine.registry import as_full_view
+    from cumulus.store.registry import FULL, live, registry
 
-    return [v.full() for v in live(registry(reader, settings)) if v.kind == FULL]
+    return [as_full_view(v) for v in live(registry(reader, settings)) if v.kind == FULL]
 
 
 def full_view(spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, reason: str,

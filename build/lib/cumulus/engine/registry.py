@@ -1,108 +1,26 @@
-"""The registered views of a home (`cumulus.views`) and the program compiled from them.
+"""The program compiled from the registered views of a home (the registry itself, the
+table `cumulus.views`, is the store's: cumulus/store/registry.py).
 Views are compiled together, in registration order, so map names are stable: adding a
 view keeps every existing map and its table, and adds tables for the new maps only."""
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import astuple, dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
-from cumulus.config import DEFAULT_DIALECT, Settings
+from cumulus.config import DEFAULT_DIALECT
 from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
-from cumulus.errors import NotFoundError, ViewError
+from cumulus.errors import ViewError
 from cumulus.schema import Schema
-from cumulus.spark.local import local_frame
 from cumulus.sql.full import FullView, with_full_view
 from cumulus.sql.views import Compilation, compile_views
-from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import META, ddl_type, ensure_table, qualified
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-VIEWS_COLUMNS = (
-    ("name", "STRING"),
-    ("sql", "STRING"),  # the view's SELECT, or a hand-written M3 program
-    ("kind", "STRING"),  # sql | m3
-    ("position", "INT"),
-    ("added_epoch", "BIGINT"),
-    ("added_at", "TIMESTAMP"),
-    ("columns", "STRING"),  # a view kept by full refresh: its columns, order and reason (sql.full.FullView, JSON)
-)
+from cumulus.store.registry import DROPPED, FULL, M3, SQL, RegisteredView, dropped
 
 
-SQL, M3, FULL = "sql", "m3", "full"  # FULL: SQL kept by full refresh (cumulus/sql/full.py)
-DROPPED = "dropped"  # the kind of the row `view drop` appends: the view of that name is gone
-
-
-@dataclass(frozen=True)
-class RegisteredView:
-    name: str
-    sql: str
-    kind: str
-    position: int
-    added_epoch: int
-    added_at: dt.datetime | None
-    columns: str | None = None  # FULL: sql.full.FullView's JSON
-
-    def full(self) -> FullView:
-        """A view kept by full refresh: its columns, order and reason, as registered."""
-        return FullView.from_json(self.name, self.sql, self.columns or "")
-
-
-def views_table(settings: Settings) -> str:
-    return qualified(settings, META, "views")
-
-
-def ensure_views_table(spark: SparkSession, settings: Settings) -> None:
-    ensure_table(spark, views_table(settings), VIEWS_COLUMNS)
-
-
-def registry(reader: Reader, settings: Settings) -> list[RegisteredView]:
-    """Every row of the registry in registration order ([] before the first `view add`):
-    the views ever added, and a `dropped` row for each view dropped since."""
-    try:
-        rows = read_rows(reader, views_table(settings))
-    except Exception as exc:  # the table does not exist yet
-        if "not found" in str(exc).lower() or "NoSuchTable" in type(exc).__name__ or "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
-            return []
-        raise
-    # A home made before programs could be registered has no `kind`: its views are SQL.
-    return [RegisteredView(**{**r, "kind": r.get("kind") or SQL}) for r in sorted(rows, key=lambda r: r["position"])]
-
-
-def live(rows: list[RegisteredView]) -> list[RegisteredView]:
-    """The registry's views that were not dropped."""
-    gone = dropped(rows)
-    return [v for v in rows if v.kind != DROPPED and v.name not in gone]
-
-
-def dropped(rows: list[RegisteredView]) -> set[str]:
-    return {v.name for v in rows if v.kind == DROPPED}
-
-
-def is_registered(rows: list[RegisteredView], name: str) -> bool:
-    """True for a registered view, False for one dropped before (a retry of `view drop`);
-    NotFoundError for a name the registry never had."""
-    if any(v.name == name for v in live(rows)):
-        return True
-    if name in dropped(rows):
-        return False
-    views = ", ".join(v.name for v in live(rows)) or "none"
-    raise NotFoundError(f"no view named {name} is registered (views: {views})")
-
-
-def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
-    """Append a row to the registry (a view added, or the `dropped` row of one)."""
-    local_frame(spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
-
-
-def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:
-    """The views registered and not dropped, in registration order."""
-    return live(registry(reader, settings))
+def as_full_view(view: RegisteredView) -> FullView:
+    """A view kept by full refresh: its columns, order and reason, as registered."""
+    return FullView.from_json(view.name, view.sql, view.columns or "")
 
 
 def compile_registered(schema: Schema, rows: list[RegisteredView], dialect: str = DEFAULT_DIALECT) -> Compilation:

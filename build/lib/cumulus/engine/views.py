@@ -25,28 +25,18 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, restricted
-from cumulus.engine.publish import create_catalog_views, move_stable
+from cumulus.engine.publish import create_catalog_views, move_branch, stable_epoch
 from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
 from cumulus.engine.refresh import full_view, refresh_views
 from cumulus.engine.registry import (
-    DROPPED,
-    FULL,
-    M3,
-    SQL,
-    RegisteredView,
-    ViewError,
-    append_row,
+    as_full_view,
     batch_plan,
     compile_all,
     compile_registered,
-    dropped,
-    ensure_views_table,
-    is_registered,
-    live,
     needed_maps,
-    registry,
     without,
 )
+from cumulus.errors import ViewError
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
 from cumulus.sql.sqltext import spark_literal
@@ -62,7 +52,20 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import ensure_maps_table, maps_table
-from cumulus.store.tables import tag_name
+from cumulus.store.registry import (
+    DROPPED,
+    FULL,
+    M3,
+    SQL,
+    RegisteredView,
+    append_row,
+    dropped,
+    ensure_views_table,
+    is_registered,
+    live,
+    registry,
+)
+from cumulus.store.tables import AUDIT, STABLE, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,7 +150,7 @@ def add_view(
         # and an interrupted close refuses view add above): nothing to back-fill.
         if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
             if new.kind == FULL:
-                written = refresh_views(spark, settings, schema, [new.full()], closed, settings.sql_dialect,
+                written = refresh_views(spark, settings, schema, [as_full_view(new)], closed, settings.sql_dialect,
                                         batch_id=f"backfill-{name}", tag=tag_name(closed))
             else:
                 written = backfill(spark, settings, plan, added, name, closed)
@@ -159,7 +162,10 @@ def add_view(
             row = ledger_row(spark, settings, closed)
             if row is not None and row.snapshots.get(maps_table(settings)) != snap:
                 transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
-            move_stable(spark, {maps_table(settings): snap})
+            move_branch(spark, {maps_table(settings): snap}, AUDIT)
+            shown = stable_epoch(settings, ledger_rows(spark, settings))
+            if shown is not None and shown.epoch == closed:  # else the view is stable once that epoch is published
+                move_branch(spark, {maps_table(settings): snap}, STABLE)
         carry_mark(spark, settings, previous, compiled.program)
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         append_row(spark, settings, replace(new, added_epoch=closed or 0,
@@ -233,7 +239,7 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     and finishes removing what is left."""
     from pyspark.sql import functions as F
 
-    from cumulus.engine.publish import view_names
+    from cumulus.engine.publish import results_table, view_names
 
     ensure_views_table(spark, settings)
     with catalog_lock(settings, f"view drop {name}"):
@@ -261,5 +267,6 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             carry_mark(spark, settings, previous, compile_registered(schema, rows, settings.sql_dialect).program)
         for target in view_names(settings, name):
             spark.sql(f"DROP VIEW IF EXISTS {target}")
+        spark.sql(f"DROP TABLE IF EXISTS {results_table(settings, name)}")  # its rows as a table, gone with it
         log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))
         return Dropped(name, removed, shared, registered)

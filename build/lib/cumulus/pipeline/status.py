@@ -139,7 +139,7 @@ def view_statuses(
 ) -> list[ViewStatus]:
     """Every view's stable snapshot and freshness; `rows` and `versions`: the ledger rows
     and table_versions when the caller has read them."""
-    from cumulus.engine.views import latest_closed_epoch
+    from cumulus.engine.publish import stable_epoch
     from cumulus.read import At
     from cumulus.store.ledger import ledger_rows
     from cumulus.store.maps import ENTRIES
@@ -153,8 +153,7 @@ def view_statuses(
     except CumulusError as exc:  # no view registered yet: nothing to show, say why
         return [ViewStatus("-", None, None, None, None, None, None, error=str(exc))]
     rows = ledger_rows(catalog, settings) if rows is None else rows
-    epoch = latest_closed_epoch(catalog, settings, rows)
-    stable = next(r for r in rows if r.epoch == epoch) if epoch is not None else None
+    stable = stable_epoch(settings, rows)  # the latest published epoch (write-audit-publish)
     closed_at = stable.closed_at if stable else None
     # Every map is in maps.entries: the views are as fresh as its latest commit.
     newest = _memo(("fresh", settings.home, versions.get(f"{MAPS}.{ENTRIES}")), lambda: _newest_commit(catalog))
@@ -248,8 +247,8 @@ def table_versions(catalog, settings: Settings) -> dict[str, str]:
 
 def _reader(catalog, settings: Settings, versions: dict[str, str]):
     """A Reader whose compiled views are kept while the registry keeps its version."""
-    from cumulus.engine.registry import views_table
     from cumulus.read import Reader
+    from cumulus.store.registry import views_table
     from cumulus.store.tables import pyiceberg_name
 
     reader = Reader(settings, catalog)

@@ -2,10 +2,14 @@
 expectations/ over the maps, base relations and events at the tag `epoch-N` and the
 oracle over every view as the run `epoch-N` of the home's GX context (gxrun.py), whose
 checkpoints add the epoch's results to the one Data Docs site `<home>/reports/data_docs/`;
-writes summary.json and the forwarding index.html to `<home>/reports/epoch-N/`, and moves
-the ledger row closed -> published (validation "passed") or failed-validation ("failed").
-Idempotent: a published epoch is only reported again; a failed one is validated again
-(after a repair it may pass), its new results replacing the earlier ones."""
+writes summary.json and the forwarding index.html to `<home>/reports/epoch-N/`, and records
+the outcome in the ledger: "failed" moves the row to failed-validation (`stable` stays
+where it was); "passed" publishes the epoch (write-audit-publish: the ledger row
+`published`, then every table's `stable` branch; cumulus/engine/publish.py) unless an
+earlier epoch is not published yet: then it is held, `closed` with validation "passed",
+and published as soon as that one is. Idempotent: a published epoch is only reported
+again, a held one too; a failed one is validated again (after a repair it may pass),
+its new results replacing the earlier ones."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.errors import NoSuchEpochError, QualityError
+from cumulus.faults import fault_point
 from cumulus.quality.spec import SuiteSpec, load_suites
 from cumulus.quality.summary import (
     FAILED,
@@ -59,10 +64,30 @@ class Outcome:
     validated: bool  # False: the epoch was already published and is only reported
 
 
+HELD = "held"  # an Outcome's state: passed, waiting for an earlier epoch to be published
+
+
 def epoch_to_validate(reader, settings: Settings) -> int | None:
-    """The latest closed epoch that has not been validated yet (None when there is none)."""
-    closed = [r.epoch for r in ledger_rows(reader, settings) if r.state == CLOSED]
-    return max(closed) if closed else None
+    """The oldest closed epoch that has not been validated yet (None when there is none)."""
+    closed = [r.epoch for r in ledger_rows(reader, settings) if r.state == CLOSED and not r.validation]
+    return min(closed) if closed else None
+
+
+def held_text(rows, epoch: int, settings: Settings) -> str:
+    """Why a passed epoch is not published yet, and what publishes it."""
+    from cumulus.engine.publish import holding
+
+    blocker = holding(rows, epoch)
+    if blocker is None:
+        return f"epoch {epoch} passed validation; publishing it"
+    if blocker.state == FAILED_STATE:
+        todo = (f"cumulus --home {settings.home} epoch publish {blocker.epoch} --accept-failed --reason TEXT, "
+                f"or repair it and validate it again")
+    else:
+        todo = f"validate it: cumulus --home {settings.home} validate --epoch {blocker.epoch}"
+    return (f"epoch {epoch} passed validation and is held: epoch {blocker.epoch} is {blocker.state}"
+            f"{f' (validation {blocker.validation})' if blocker.validation else ''}, and epochs are published "
+            f"in order ({todo})")
 
 
 def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> Outcome | None:
@@ -78,6 +103,11 @@ def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> 
         say(f"report: {summary['report']}")
         log.info("epoch %d: already published; reporting the stored validation", epoch)
         return Outcome(epoch, True, PUBLISHED, Path(summary["report"]), summary, validated=False)
+    if row.state == CLOSED and row.validation:  # passed (or accepted), held by an earlier epoch
+        summary = read_summary(settings, epoch) or summary_from_ledger(settings, epoch, row)
+        say(held_text(ledger_rows(reader, settings), epoch, settings))
+        say(f"report: {summary['report']}")
+        return Outcome(epoch, True, HELD, Path(summary["report"]), summary, validated=False)
     if row.state not in (CLOSED, FAILED_STATE):
         raise QualityError(
             f"epoch {epoch} is {row.state}; only a closed epoch can be validated "
@@ -112,15 +142,33 @@ def validate_epoch(
     write_summary(settings, summary)
     write_epoch_page(settings, epoch, Path(summary["report"]))
     passed = summary["outcome"] == PASSED
-    state = PUBLISHED if passed else FAILED_STATE
-    transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+    state = publish_passed(spark, settings, epoch, summary) if passed else FAILED_STATE
+    if not passed:
+        transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
     log.info("epoch %d: validation %s -> %s; report %s", epoch, summary["outcome"], state, summary["report"])
     say(f"epoch {epoch}: validation {summary['outcome']} -> {state}")
+    if state == HELD:
+        say(held_text(ledger_rows(spark, settings), epoch, settings))
     if not passed:
         say(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
     say(f"data docs (every epoch): {summary['data_docs']}")
     say(f"report: {summary['report']}")
     return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
+
+
+def publish_passed(spark: SparkSession, settings: Settings, epoch: int, summary: dict | None = None) -> str:
+    """Record a passed validation (when `summary` is given) and publish what may be: the
+    epoch's state afterwards, published or held (HELD). A crash between the two leaves a
+    passed epoch `closed`; validating it again publishes it (published_outcome, then this)."""
+    from cumulus.engine.publish import publish_ready
+
+    if summary is not None:
+        row = ledger_row(spark, settings, epoch)
+        state = row.state if row is not None and row.state == CLOSED else CLOSED
+        transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+        fault_point("validate.after-ledger")
+    stable = publish_ready(spark, settings)
+    return PUBLISHED if stable is not None and stable.epoch >= epoch else HELD
 
 
 @dataclass
@@ -139,11 +187,12 @@ class Scope:
 
 
 def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
-    from cumulus.engine.registry import compile_registered, live, registry
+    from cumulus.engine.registry import compile_registered
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
     from cumulus.store.maps import maps_table
+    from cumulus.store.registry import live, registry
     from cumulus.store.tables import base_table
 
     schema = load_home_schema(settings)

@@ -118,3 +118,50 @@ def spark_jars(catalog_uri: str) -> list[Path]:
             "Run `make setup` (scripts/setup.sh) to install and build them."
         )
     return [path for path in found.values() if path is not None]
+
+
+def build_jackson_jar(jarjar: Path = SYSTEM_JARS / "jarjar.jar") -> Path:
+    """Build <jars>/iceberg-jackson-shaded.jar when missing or built from other inputs:
+    the Iceberg runtime refers to org.apache.iceberg.shaded.com.fasterxml.jackson but lacks
+    those classes, so pyspark's Jackson jars are merged and relocated there with jarjar
+    (docs/STACK.md). `make setup` and the image (Dockerfile) run it:
+    `python -m cumulus.spark.jars`."""
+    import subprocess
+    import tempfile
+    import zipfile
+
+    import pyspark
+
+    inputs = sorted((Path(pyspark.__file__).parent / "jars").glob("jackson-*.jar"))
+    inputs = [j for j in inputs if j.name.startswith(("jackson-core-2.", "jackson-databind-2.", "jackson-annotations-2."))]
+    if len(inputs) != 3:
+        raise ConfigError(f"expected jackson-core, -databind and -annotations in pyspark's jars, found {inputs}")
+    target = jars_dir() / ICEBERG_JACKSON
+    stamp = target.with_name(target.name + ".inputs")
+    want = "\n".join(j.name for j in inputs)
+    if target.is_file() and target.stat().st_size and stamp.is_file() and stamp.read_text().strip() == want:
+        return target
+    if not jarjar.is_file():
+        raise ConfigError(f"{jarjar} not found: install jarjar (apt install libjarjar-java) to build {ICEBERG_JACKSON}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        merged, rules, out = Path(tmp) / "merged.jar", Path(tmp) / "rules.txt", Path(tmp) / "out.jar"
+        seen: set[str] = set()
+        with zipfile.ZipFile(merged, "w", zipfile.ZIP_DEFLATED) as dst:
+            for path in inputs:
+                with zipfile.ZipFile(path) as src:
+                    for info in src.infolist():
+                        name = info.filename
+                        if name in seen or name.endswith("module-info.class") or name.startswith("META-INF/versions/"):
+                            continue
+                        seen.add(name)
+                        dst.writestr(info, src.read(name))
+        rules.write_text("rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n")
+        subprocess.run(["java", "-jar", str(jarjar), "process", str(rules), str(merged), str(out)], check=True)
+        out.replace(target)
+    stamp.write_text(want + "\n")
+    return target
+
+
+if __name__ == "__main__":
+    print(build_jackson_jar())

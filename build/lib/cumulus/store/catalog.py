@@ -3,6 +3,7 @@ warehouse as the Spark session's Iceberg JDBC catalog, so it sees the same table
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -74,3 +75,30 @@ def shared_catalog(settings: Settings) -> SqlCatalog:
     if catalog is None:
         catalog = _SHARED.setdefault(key, pyiceberg_catalog(settings))
     return catalog
+
+
+PYICEBERG_CONFIG = ".pyiceberg.yaml"  # in the home: PyIceberg's own configuration file
+
+
+def write_pyiceberg_config(settings: Settings) -> Path:
+    """Write <home>/.pyiceberg.yaml, PyIceberg's configuration of this home's catalog, so
+    any PyIceberg program reads the home's tables with no Cumulus code:
+
+        PYICEBERG_HOME=<home> python -c "from pyiceberg.catalog import load_catalog;
+            print(load_catalog('<catalog>').load_table('results.<view>').scan().to_pandas())"
+
+    A PostgreSQL catalog's password is left out: give it in the environment
+    (PYICEBERG_CATALOG__<CATALOG>__URI with the password, PyIceberg's own override)."""
+    import yaml
+
+    props = dict(pyiceberg_properties(settings))
+    if settings.catalog_password:
+        props["uri"] = props["uri"].replace(f":{quote(settings.catalog_password, safe='')}@", "@")
+    props = {"type": "sql", "schema_version": "v1", **props}
+    path = settings.home / PYICEBERG_CONFIG
+    header = ("# Written by `cumulus init`: PyIceberg's configuration of this home's catalog.\n"
+              f"# PYICEBERG_HOME={settings.home} makes load_catalog({settings.catalog!r}) read it.\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(header + yaml.safe_dump({"catalog": {settings.catalog: props}}, sort_keys=True))
+    tmp.replace(path)
+    return path

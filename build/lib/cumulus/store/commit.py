@@ -101,7 +101,9 @@ def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     file's location is one query of the catalog database and a file already seen costs
     nothing more (a step asks for the same tables' metadata many times); otherwise it is
     read through the session's catalog (a few py4j calls)."""
-    if not hasattr(spark, "sparkContext"):  # a PyIceberg catalog (the JVM-free readers)
+    from pyiceberg.catalog import Catalog
+
+    if isinstance(spark, Catalog):  # a PyIceberg catalog (the JVM-free readers)
         from pyiceberg.exceptions import NoSuchTableError as Missing
 
         try:

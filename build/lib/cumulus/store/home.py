@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from cumulus.config import HOME_MARKER, Settings
 from cumulus.errors import StoreError
 from cumulus.schema import Schema, load_schema, parse_schema
+from cumulus.store.catalog import write_pyiceberg_config
 from cumulus.store.ledger import open_first_epoch
 from cumulus.store.lock import catalog_lock
 from cumulus.store.tables import attach_catalog, check_relation_names, create_statements
@@ -93,6 +94,7 @@ def init_home(spark: SparkSession, settings: Settings, schema_file: str | Path) 
             spark.sql(stmt)
         first = open_first_epoch(spark, settings)
     (settings.home / "landing").mkdir(exist_ok=True)
+    write_pyiceberg_config(settings)  # any PyIceberg reader: load_catalog(settings.catalog)
     log.info(
         "%s home %s: relations %s; epoch %d is open",
         "initialized" if created else "checked",

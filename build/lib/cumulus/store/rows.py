@@ -12,32 +12,79 @@ snapshot reads nothing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from cumulus.store import commit
 from cumulus.store.tables import pyiceberg_name
 
-Reader = Any  # a pyspark.sql.SparkSession or a pyiceberg Catalog
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import SparkSession
+
+# What the store's read functions take: the step's Spark session, or a PyIceberg catalog
+# (no JVM). row_reader() gives the RowReader of either.
+Reader: TypeAlias = "SparkSession | Catalog | RowReader"
+
+
+class RowReader(Protocol):
+    """Reads a metadata table's rows: `rows(table, where)` gives the rows of `table` (a
+    qualified Spark name, catalog.namespace.table) whose columns equal `where`'s values
+    (None matches NULL), as dicts. Two implementations: SparkRows and IcebergRows."""
+
+    def rows(self, table: str, where: Mapping[str, Any]) -> list[dict]: ...
+
+
+@dataclass(frozen=True)
+class SparkRows:
+    """Through the step's Spark session, the rows kept per table snapshot (module doc)."""
+
+    spark: SparkSession
+
+    def rows(self, table: str, where: Mapping[str, Any]) -> list[dict]:
+        return _spark_rows(self.spark, table, where)
+
+
+@dataclass(frozen=True)
+class IcebergRows:
+    """Through a PyIceberg catalog, each data file read once per process (scan_arrow)."""
+
+    catalog: Catalog
+
+    def rows(self, table: str, where: Mapping[str, Any]) -> list[dict]:
+        from pyiceberg.expressions import AlwaysTrue, And, EqualTo, IsNull
+
+        expr = AlwaysTrue()
+        for column, value in where.items():
+            term = IsNull(column) if value is None else EqualTo(column, value)
+            expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
+        return scan_arrow(self.catalog.load_table(pyiceberg_name(table)).scan(row_filter=expr)).to_pylist()
+
+
+def row_reader(reader: Reader) -> RowReader:
+    """The RowReader of a Spark session or a PyIceberg catalog (a RowReader as it is);
+    TypeError for anything else."""
+    if isinstance(reader, SparkRows | IcebergRows):
+        return reader
+    from pyiceberg.catalog import Catalog
+
+    if isinstance(reader, Catalog):
+        return IcebergRows(reader)
+    from pyspark.sql import SparkSession
+
+    if isinstance(reader, SparkSession):
+        return SparkRows(reader)
+    raise TypeError(f"a reader is a SparkSession or a PyIceberg Catalog, not {type(reader).__name__}")
 
 
 def is_spark(reader: Reader) -> bool:
-    return hasattr(reader, "sparkContext")
+    return isinstance(row_reader(reader), SparkRows)
 
 
 def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None) -> list[dict]:
     """Rows of `table` (a qualified Spark name, catalog.namespace.table) whose columns
     equal the values of `where` (None matches NULL), as dicts."""
-    where = dict(where or {})
-    if is_spark(reader):
-        return _spark_rows(reader, table, where)
-
-    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, IsNull
-
-    expr = AlwaysTrue()
-    for column, value in where.items():
-        term = IsNull(column) if value is None else EqualTo(column, value)
-        expr = term if isinstance(expr, AlwaysTrue) else And(expr, term)
-    return scan_arrow(reader.load_table(pyiceberg_name(table)).scan(row_filter=expr)).to_pylist()
+    return row_reader(reader).rows(table, dict(where or {}))
 
 
 def scan_arrow(scan, tasks: list | None = None, read_bytes: list[int] | None = None):
@@ -90,7 +137,7 @@ _KEPT_ROWS = 100_000  # rows kept per (table, filter) at most
 _KEPT_KEYS = 256  # (table, filter) pairs kept, the least recently read dropped first
 
 
-def _spark_rows(spark: Any, table: str, where: Mapping[str, Any]) -> list[dict]:
+def _spark_rows(spark: SparkSession, table: str, where: Mapping[str, Any]) -> list[dict]:
     from pyspark.sql import functions as F
 
     meta = commit.table_metadata(spark, table)

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
 EVENTS, BASE, MAPS, META = "events", "base", "maps", "cumulus"
 VIEWS, VIEWS_STABLE = "views", "views_stable"  # the registered views as catalog views: fresh, stable
+RESULTS = "results"  # each view's rows at the stable epoch as a plain Iceberg table (engine/publish.py)
 NAMESPACES = (EVENTS, BASE, MAPS, META)
-STABLE = "stable"  # the branch of every table at the latest closed epoch
+STABLE = "stable"  # the branch of every table at the stable (published) epoch
+AUDIT = "audit"  # the branch of every table at the latest closed epoch, validated before it is published
 
 
 def tag_name(epoch: int) -> str:
