@@ -31,7 +31,13 @@ from cumulus.engine.apply import (
 from cumulus.engine.derived import derive_epoch
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
-from cumulus.engine.publish import mend_branches, move_branch, tag_tables, write_results
+from cumulus.engine.publish import (
+    mend_branches,
+    mend_results,
+    move_branch,
+    tag_tables,
+    write_results,
+)
 from cumulus.engine.recompute import (
     RECOMPUTE,
     Choice,
@@ -143,6 +149,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
     if any(r.state in DONE for r in rows):  # a crash between a ledger row and its branches: move them now
         with catalog_lock(settings, "mend branches"):
             mend_branches(spark, settings, rows)
+            mend_results(spark, settings, rows)
     if row.state not in (OPEN, APPLIED):
         log.info("epoch %d is already %s", epoch, row.state)
         return dict(row.metrics or {})

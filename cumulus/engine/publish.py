@@ -89,6 +89,13 @@ def mend_branches(spark: SparkSession, settings: Settings, rows: list[LedgerRow]
             move_branch(spark, {k: int(v) for k, v in row.snapshots.items()}, branch)
 
 
+def mend_results(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
+    """Write results.<view> for the stable epoch if a crash left them behind it."""
+    shown = stable_epoch(settings, rows)
+    if shown is not None and shown.epoch > _results_epoch(spark, settings):
+        write_results(spark, settings, shown.epoch)
+
+
 def publish_ready(spark: SparkSession, settings: Settings) -> LedgerRow | None:
     """Publish every epoch that may be, in order, and move `stable` to the latest
     published (module doc); its ledger row (None while none is). Idempotent."""

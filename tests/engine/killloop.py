@@ -14,7 +14,8 @@ each epoch closed since is verified:
 - the quarantine holds each planted bad row exactly once (one per file);
 - every ingest batch was applied by exactly one apply (no delta applied twice);
 - every table's `epoch-N` tag is the snapshot its ledger row names, and after the last
-  run every `stable` branch is at the latest epoch's.
+  run every `stable` branch is at the latest epoch's, and every results.<view> table
+  holds that epoch's rows, tagged.
 
     python tests/engine/killloop.py --kills 200      (make soak)
 
@@ -119,7 +120,9 @@ def setup(home: Path, master: str = "local[2]") -> None:
 
     home.mkdir(parents=True, exist_ok=True)
     spark = "" if master.startswith("local") else '\n[spark]\n"spark.sql.shuffle.partitions" = "4"\n'
-    (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\n'
+    # publish = "closed": the loop does not validate, so the close publishes (moves
+    # `stable`, writes results.<view>), and kills land in that too.
+    (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\npublish = "closed"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
                                        f'base_compaction_ratio = 0.5\n{spark}')
     engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"))
@@ -346,6 +349,17 @@ def verify_stable(settings, out: Outcome) -> None:
         stable = reader.catalog.load_table(table.split(".", 1)[1]).metadata.refs.get("stable")
         if stable is None or stable.snapshot_id != int(snap):
             out.failures.append(f"epoch {n}: {table}'s stable branch is {stable}, the ledger row names snapshot {snap}")
+    from cumulus.read import At
+
+    for view in VIEWS:  # results.<view>: the published epoch's rows, tagged, as the current snapshot
+        table = reader.catalog.load_table(f"results.{view}")
+        tag = table.snapshot_by_name(f"epoch-{n}")
+        current = table.current_snapshot()
+        got = sorted(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
+        if tag is None or current is None or tag.snapshot_id != current.snapshot_id:
+            out.failures.append(f"epoch {n}: results.{view} is not at its tag epoch-{n} ({tag}, {current})")
+        elif got != sorted(reader.read_view(view, At(n))):
+            out.failures.append(f"epoch {n}: results.{view} differs from the view")
 
 
 def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int = 1,
