@@ -167,31 +167,23 @@ class Engine:
         if epoch is None:
             epoch, why = self.epoch_to_close()
             (progress or log.info)(f"closing epoch {epoch} ({why})")
-        metrics = close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps)
-        self._record_inputs(epoch)
-        return epoch, metrics
+        return epoch, close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps, inputs=self._inputs)
 
-    def _record_inputs(self, epoch: int) -> dict[str, int]:
-        """Complete a closed epoch's ledger row with the input counts of the file manifest
-        and the late files of the landing folders (cumulus.ingest.landing.late_entries):
-        folders of the pipeline's layout that missed the epoch. Idempotent: a rerun writes
-        the same values."""
+    def _inputs(self, epoch: int) -> dict[str, Any]:
+        """The input fields of a sealed epoch's `closed` ledger row: the counts of the file
+        manifest (events accepted, rows rejected, files, batches; the close's metrics keep
+        the events it applied) and the late files of the landing folders
+        (cumulus.ingest.landing.late_entries: folders of the pipeline's layout that missed
+        the epoch)."""
         from cumulus.ingest.landing import late_entries
         from cumulus.store.files import epoch_counts
-        from cumulus.store.ledger import CLOSED, ledger_row, transition
 
-        spark, settings = self.spark, self.settings
-        row = ledger_row(spark, settings, epoch)
-        if row is None or row.state != CLOSED:
-            return {}
-        counts = epoch_counts(spark, settings, epoch)
-        late = late_entries(spark, settings, settings.pipeline, epoch)
-        fields = {k: counts[k] for k in ("events", "rejected", "files", "batches")}
-        transition(spark, settings, epoch, CLOSED, late_files=late or None, **fields)
+        counts = epoch_counts(self.spark, self.settings, epoch)
+        late = late_entries(self.spark, self.settings, self.settings.pipeline, epoch)
         for entry in late:
             log.warning("epoch %d source %s: %s folder %s (%s)", epoch, entry["source"], entry["kind"],
                         entry["folder"], ", ".join(entry["files"]) or "no files")
-        return fields
+        return {**{k: counts[k] for k in ("events", "rejected", "files", "batches")}, "late_files": late or None}
 
     def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,
                  progress: Callable[[str], None] | None = None) -> Outcome | None:

@@ -17,7 +17,8 @@ cumulus/engine/publish.py), or here under `publish = "closed"`."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.engine.apply import (
@@ -133,11 +134,14 @@ def _closed_meanwhile(spark: SparkSession, settings: Settings, row: LedgerRow) -
     return dict(row.metrics or {})
 
 
-def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rebuild_maps: bool = False) -> dict:
+def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, rebuild_maps: bool = False,
+                inputs: Callable[[int], dict[str, Any]] | None = None) -> dict:
     """Close `epoch` (the open one, or a sealed one whose close was interrupted); returns
     the metrics written to the ledger. `rebuild_maps`: every map rebuilt from base.* after the
     fold, whatever the epoch mode (to correct maps written wrong, e.g. by an older
-    compiler). Refuses (EpochOrderError) before touching anything
+    compiler). `inputs(epoch)`: more fields of the ledger row, read once the epoch is sealed
+    (the application's input counts and late files), written in the one `closed` row.
+    Refuses (EpochOrderError) before touching anything
     while an earlier epoch is not closed: epochs close in order. Two closes of one epoch
     at once: the seal and the close proper each look at the ledger again under the
     catalog lock, so the epoch is closed once and the later run returns its metrics."""
@@ -230,9 +234,10 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             "applies_s": round(sum(r.seconds or 0 for r in applies), 3),
             **steps.metrics,
         }
+        row_fields = {"events": metrics["events"], "batches": metrics["batches"], **(inputs(epoch) if inputs else {})}
         transition(
             spark, settings, epoch, CLOSED, snapshots={k: int(v) for k, v in tagged.items()}, metrics=metrics,
-            events=metrics["events"], batches=metrics["batches"],
+            **row_fields,
         )
         fault_point("close.after-ledger")
         move_branch(spark, tagged, AUDIT)  # validation's; `stable` moves when the epoch is published

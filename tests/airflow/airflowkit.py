@@ -329,7 +329,13 @@ sys.path.insert(0, sys.argv[1])
 import cumulus_plugin
 from fastapi.testclient import TestClient
 
-client = TestClient(cumulus_plugin.create_app())
+from airflow.api_fastapi.app import init_auth_manager
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+app = cumulus_plugin.create_app()
+assert TestClient(app).get("/api/status").status_code == 401  # behind the auth manager
+token = init_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+client = TestClient(app, headers={"Authorization": f"Bearer {token}"})
 status = client.get("/api/status")
 page = client.get("/")
 report = client.get("/reports/" + (status.json()["epochs"][0]["report"] or "missing"))
