@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: setup lock test test-main test-slow test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
+.PHONY: setup lock soak-concurrent test test-main test-slow test-corpus test-unit test-spark lint dbt-generate demo sql-server engine soak
 
 setup:
 	bash scripts/setup.sh
@@ -45,6 +45,12 @@ test-spark: setup
 # (tests/engine/test_kill_loop.py). The last line: soak: K kills, E epochs verified, ...
 soak: setup
 	$(PY) tests/engine/killloop.py --kills $(or $(KILLS),200) $(if $(SEED),--seed $(SEED))
+
+# The concurrent kill loop (tests/engine/test_parallel_applies.py): three sources applying
+# at once and the closer on a PostgreSQL catalog, one of them SIGKILLed KILLS times (60;
+# CI runs 10). The last lines: `kills: K (...)`, then the test's result.
+soak-concurrent: setup
+	PARALLEL_KILLS=$(or $(KILLS),60) $(if $(SEED),PARALLEL_SEED=$(SEED)) $(PY) -m pytest -s tests/engine/test_parallel_applies.py
 
 lint: setup
 	.venv/bin/ruff check .

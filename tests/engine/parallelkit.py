@@ -11,7 +11,13 @@ A source waits for its epoch to be open, sleeps a random while (the sources arri
 random order, not in their version order) and ingests (ingest holds the catalog lock
 alone); once every source has ingested the epoch, all apply at once: applies of
 different sources hold the lock shared, so each may read a state that misses another's
-deltas, which the close repairs. The closer closes each epoch once every source applied."""
+deltas, which the close repairs. The closer closes each epoch once every source applied
+(the home publishes at the close: the stable branch and results.<view>).
+
+Every process may be SIGKILLed at any instant and started again with the same
+arguments (the test's kill loop): it skips what its markers say it finished and redoes
+the step it was in, which the engine makes safe (a file is ingested once ever, a batch
+applied once, a close resumed)."""
 
 from __future__ import annotations
 
@@ -63,11 +69,14 @@ def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, see
     catalog = pyiceberg_catalog(engine.settings)
     engine.spark  # noqa: B018 (started before the first epoch: the sources race from there)
     for n in range(1, epochs + 1):
-        while not any(r.epoch == n and r.state == OPEN for r in ledger_rows(catalog, engine.settings)):
-            time.sleep(0.2)
-        time.sleep(rng.uniform(0.0, 2.0))
-        engine.ingest(name, [str(landing / f"epoch-{n}" / name)], fmt="dbtoaster")
-        (markers / f"ingested-{n}-{name}").touch()
+        if (markers / f"applied-{n}-{name}").exists():  # done before a kill
+            continue
+        if not (markers / f"ingested-{n}-{name}").exists():
+            while not any(r.epoch == n and r.state == OPEN for r in ledger_rows(catalog, engine.settings)):
+                time.sleep(0.2)
+            time.sleep(rng.uniform(0.0, 2.0))
+            engine.ingest(name, [str(landing / f"epoch-{n}" / name)], fmt="dbtoaster")
+            (markers / f"ingested-{n}-{name}").touch()
         wait_for([markers / f"ingested-{n}-{s}" for s in SOURCES], f"every source's ingest of epoch {n}")
         time.sleep(rng.uniform(0.0, 0.3))
         applied = engine.apply(name, n, wait=600)  # (epoch n-1's close may still run)
@@ -81,6 +90,8 @@ def closer(home: Path, markers: Path, epochs: int) -> None:
     engine = Engine.open(home)
     engine.spark  # noqa: B018
     for n in range(1, epochs + 1):
+        if (markers / f"closed-{n}").exists():  # done before a kill
+            continue
         wait_for([markers / f"applied-{n}-{s}" for s in SOURCES], f"every source's apply of epoch {n}")
         _, metrics = engine.close(n)
         print(f"parallelkit: epoch {n} closed: {metrics['repaired_batches']} batches repaired", flush=True)

@@ -1,10 +1,14 @@
-"""Concurrent sources for real (issue 13): a home whose Iceberg catalog is a real
+"""Concurrent sources for real, killed at random: a home whose Iceberg catalog is a real
 PostgreSQL server (tests/pgkit.py), three sources in processes of their own ingesting
 their part of the DBToaster TPC-H stream with deletes in a random arrival order and
-applying at once (tests/engine/parallelkit.py), a closer closing each epoch. Every
-closed epoch's views equal DuckDB over the alive rows, every map equals the reference
-interpreter, and the ledger shows repaired batches: applies that read a state missing
-another source's deltas, which the close repaired (none repaired would prove nothing).
+applying at once (tests/engine/parallelkit.py), a closer closing (and so publishing)
+each epoch. Meanwhile a killer SIGKILLs one of the four processes at a random instant,
+PARALLEL_KILLS times (10 in CI; a soak: PARALLEL_KILLS=60 make soak-concurrent), and
+starts it again. Every closed epoch's views equal DuckDB over the alive rows, every map
+equals the reference interpreter, the ledger counts every event once, the stable branch
+and results.<view> are at the last epoch, and the ledger shows repaired batches: applies
+that read a state missing another source's deltas, which the close repaired (none
+repaired would prove nothing).
 The cyclic views (domestic_revenue, q05_local_supplier) compile to full M3: terms that
 join two maps on a loop variable neither the event nor the target binds, so a repair's
 correction there multiplies a missed delta with the other map's entries."""
@@ -59,9 +63,40 @@ def shares_a_loop_variable(expr, params) -> bool:
     return False
 
 
-def start(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(KIT), *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def start(*argv: str, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(KIT), *argv], stdout=log.open("a"), stderr=subprocess.STDOUT,
                             text=True)
+
+
+def run_killing(argv: dict[str, tuple], kills: int, rng: random.Random, timeout: float) -> tuple[dict, list]:
+    """Run the processes; SIGKILL a random live one `kills` times, each after a random
+    0.5-6 s (so every kill lands while work is left), and start it again with the same
+    arguments; then wait for all. Their outputs, and what was killed (name@seconds)."""
+    import time
+
+    logs = {name: Path(os.environ.get("TMPDIR", "/tmp")) / f"parallel-{os.getpid()}-{name}.log" for name in argv}
+    for log in logs.values():
+        log.write_text("")
+    procs = {name: start(*args, log=logs[name]) for name, args in argv.items()}
+    started, killed = time.monotonic(), []
+    while len(killed) < kills:
+        time.sleep(rng.uniform(0.5, 6.0))
+        alive = [name for name, p in procs.items() if p.poll() is None]
+        if not alive:
+            break
+        name = rng.choice(alive)
+        procs[name].kill()
+        procs[name].wait()
+        killed.append(f"{name}@{time.monotonic() - started:.0f}s")
+        with logs[name].open("a") as log:
+            log.write(f"--- SIGKILL at {killed[-1]}; started again\n")
+        procs[name] = start(*argv[name], log=logs[name])
+    for p in procs.values():
+        p.wait(timeout=timeout)
+    outs = {name: log.read_text() for name, log in logs.items()}
+    for name, p in procs.items():
+        assert p.returncode == 0, f"{name} failed ({p.returncode}):\n{outs[name][-6000:]}"
+    return outs, killed
 
 
 def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> None:
@@ -79,16 +114,18 @@ def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> Non
 
     with postgres_server() as pg:
         home.mkdir()
-        (home / "cumulus.toml").write_text(f'catalog = "par"\nspark_master = "local[2]"\n{pg.toml()}')
+        # publish = "closed": no validation here, the close publishes (kills land in it too)
+        (home / "cumulus.toml").write_text(f'catalog = "par"\nspark_master = "local[2]"\npublish = "closed"\n{pg.toml()}')
         done = subprocess.run([sys.executable, str(KIT), "setup", str(home), *VIEWS], capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
-        procs = {name: start("source", str(home), str(landing), str(markers), name, str(EPOCHS), str(seed + i))
-                 for i, name in enumerate(SOURCES)}
-        procs["closer"] = start("closer", str(home), str(markers), str(EPOCHS))
-        outs = {name: p.communicate(timeout=900)[0] for name, p in procs.items()}
-        for name, p in procs.items():
-            assert p.returncode == 0, f"{name} failed ({p.returncode}):\n{outs[name][-6000:]}"
+        argv = {name: ("source", str(home), str(landing), str(markers), name, str(EPOCHS), str(seed + i))
+                for i, name in enumerate(SOURCES)}
+        argv["closer"] = ("closer", str(home), str(markers), str(EPOCHS))
+        kills = int(os.environ.get("PARALLEL_KILLS", "10"))
+        outs, killed = run_killing(argv, kills, random.Random(seed), timeout=1800)
+        print(f"kills: {len(killed)} ({', '.join(killed)})")
+        assert len(killed) == kills, killed
 
         settings = load_settings(home)
         reader = Reader(settings)
@@ -114,6 +151,19 @@ def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> Non
                 assert_view_equals_sql(compiled, name, at_tag, oracle, f"epoch {n} (seed {seed})")
             for m in compiled.checked.maps:
                 assert at_tag.entries(m) == interp.entries(m), f"map {m} at epoch {n} (seed {seed})"
+        # published: every stable branch at the last epoch's snapshot, results.<view> its rows
+        from cumulus.output import sort_key
+        from cumulus.read import At
+
+        last = ledger_row(reader.catalog, settings, EPOCHS)
+        for table, snap in last.snapshots.items():
+            ref = reader.catalog.load_table(table.split(".", 1)[1]).metadata.refs.get("stable")
+            assert ref is not None and ref.snapshot_id == int(snap), (table, ref, snap)
+        for name in VIEWS:
+            results = reader.catalog.load_table(f"results.{name}")
+            assert results.snapshot_by_name(f"epoch-{EPOCHS}").snapshot_id == results.current_snapshot().snapshot_id
+            got = sorted((tuple(r.values()) for r in results.scan().to_arrow().to_pylist()), key=sort_key)
+            assert got == sorted(reader.read_view(name, At(EPOCHS)), key=sort_key), name
         applied = "".join(outs[s] for s in SOURCES)
         print(f"{repaired} batches repaired over {EPOCHS} epochs")
         assert repaired > 0, (f"no batch was repaired: the sources never applied at once, so the test proved "
