@@ -47,10 +47,12 @@ soak: setup
 	$(PY) tests/engine/killloop.py --kills $(or $(KILLS),200) $(if $(SEED),--seed $(SEED))
 
 # The concurrent kill loop (tests/engine/test_parallel_applies.py): three sources applying
-# at once and the closer on a PostgreSQL catalog, one of them SIGKILLed KILLS times (60;
-# CI runs 10). The last lines: `kills: K (...)`, then the test's result.
+# at once and the closer on a PostgreSQL catalog, one of them SIGKILLed KILLS times (40,
+# over EPOCHS epochs: 8; CI runs 10 over 2). The last lines: `kills: K (...)`, then the
+# test's result.
 soak-concurrent: setup
-	PARALLEL_KILLS=$(or $(KILLS),60) $(if $(SEED),PARALLEL_SEED=$(SEED)) $(PY) -m pytest -s tests/engine/test_parallel_applies.py
+	PARALLEL_KILLS=$(or $(KILLS),40) PARALLEL_EPOCHS=$(or $(EPOCHS),8) $(if $(SEED),PARALLEL_SEED=$(SEED)) \
+		$(PY) -m pytest -s tests/engine/test_parallel_applies.py
 
 lint: setup
 	.venv/bin/ruff check .

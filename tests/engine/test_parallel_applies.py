@@ -47,7 +47,7 @@ STREAM = REPO.parent / "shared" / "data" / "dbtoaster" / "tpch" / "standard_del"
 VIEWS = ["lineitem_pairs_per_flag", "domestic_revenue", "q05_local_supplier", "revenue_by_nation_part",
          "customer_order_extremes", "orders_overall", "q03_shipping_priority", "q10_returned_items",
          "nation_stock_value"]
-EPOCHS = 2
+EPOCHS = int(os.environ.get("PARALLEL_EPOCHS", "2"))  # a soak takes more, for its kills
 
 
 def shares_a_loop_variable(expr, params) -> bool:
@@ -68,29 +68,64 @@ def start(*argv: str, log: Path) -> subprocess.Popen:
                             text=True)
 
 
-def run_killing(argv: dict[str, tuple], kills: int, rng: random.Random, timeout: float) -> tuple[dict, list]:
-    """Run the processes; SIGKILL a random live one `kills` times, each after a random
-    0.5-6 s (so every kill lands while work is left), and start it again with the same
-    arguments; then wait for all. Their outputs, and what was killed (name@seconds)."""
+def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, rng: random.Random,
+                timeout: float) -> tuple[dict, list]:
+    """Run the processes; SIGKILL one `kills` times, every 0.5-3 s, and start it again with
+    the same arguments; then wait for all. Each kill takes a process in the step killed
+    least so far, so every step gets its share: a source while it ingests, a source while
+    it applies (every source ingested the epoch, it has not applied), the closer while it
+    closes (and so publishes: every source applied). The step is read from the processes'
+    markers; a kill lands a random 0-1.5 s into it, and only a process up WARM seconds
+    (its Spark session started) is killed. Their outputs, and what was killed
+    (name@seconds[step])."""
     import time
 
+    warm = 10.0
     logs = {name: Path(os.environ.get("TMPDIR", "/tmp")) / f"parallel-{os.getpid()}-{name}.log" for name in argv}
     for log in logs.values():
         log.write_text("")
+
+    def done(name: str) -> bool:
+        return (markers / name).exists()
+
+    def step(name: str) -> str:
+        for n in range(1, epochs + 1):
+            if name == "closer":
+                if not done(f"closed-{n}"):
+                    return "close" if all(done(f"applied-{n}-{s}") for s in SOURCES) else "wait"
+            elif not done(f"applied-{n}-{name}"):
+                if not done(f"ingested-{n}-{name}"):
+                    return "ingest"
+                return "apply" if all(done(f"ingested-{n}-{s}") for s in SOURCES) else "wait"
+        return "done"
+
     procs = {name: start(*args, log=logs[name]) for name, args in argv.items()}
-    started, killed = time.monotonic(), []
-    while len(killed) < kills:
-        time.sleep(rng.uniform(0.5, 6.0))
-        alive = [name for name, p in procs.items() if p.poll() is None]
-        if not alive:
-            break
-        name = rng.choice(alive)
+    born = dict.fromkeys(procs, time.monotonic())
+    started, killed, by_step = time.monotonic(), [], dict.fromkeys(("ingest", "apply", "close"), 0)
+    keep = dict.fromkeys(("apply", "close"), max(1, kills // 5))  # kills kept for the later steps of an epoch
+    while len(killed) < kills and any(p.poll() is None for p in procs.values()):
+        time.sleep(rng.uniform(0.5, 3.0))
+        ready = [n for n, p in procs.items() if p.poll() is None and time.monotonic() - born[n] > warm]
+        working = {n: step(n) for n in ready}
+        working = {n: k for n, k in working.items() if k in by_step}
+        owed = {k: max(0, kept - by_step[k]) for k, kept in keep.items()}
+        if kills - len(killed) <= sum(owed.values()):  # the last kills are kept for applies and closes
+            working = {n: k for n, k in working.items() if owed.get(k)}
+        if not working:
+            continue
+        kind = min(set(working.values()), key=lambda k: (by_step[k], rng.random()))  # the step killed least
+        name = rng.choice(sorted(n for n, k in working.items() if k == kind))
+        time.sleep(rng.uniform(0.0, 1.5))
+        if procs[name].poll() is not None or step(name) != kind:
+            continue
         procs[name].kill()
         procs[name].wait()
-        killed.append(f"{name}@{time.monotonic() - started:.0f}s")
+        by_step[kind] += 1
+        killed.append(f"{name}@{time.monotonic() - started:.0f}s[{kind}]")
         with logs[name].open("a") as log:
             log.write(f"--- SIGKILL at {killed[-1]}; started again\n")
         procs[name] = start(*argv[name], log=logs[name])
+        born[name] = time.monotonic()
     for p in procs.values():
         p.wait(timeout=timeout)
     outs = {name: log.read_text() for name, log in logs.items()}
@@ -123,9 +158,10 @@ def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> Non
                 for i, name in enumerate(SOURCES)}
         argv["closer"] = ("closer", str(home), str(markers), str(EPOCHS))
         kills = int(os.environ.get("PARALLEL_KILLS", "10"))
-        outs, killed = run_killing(argv, kills, random.Random(seed), timeout=1800)
+        outs, killed = run_killing(argv, markers, EPOCHS, kills, random.Random(seed), timeout=1800)
         print(f"kills: {len(killed)} ({', '.join(killed)})")
         assert len(killed) == kills, killed
+        assert {k.split('[')[1] for k in killed} >= {'ingest]', 'apply]', 'close]'}, killed
 
         settings = load_settings(home)
         reader = Reader(settings)
