@@ -39,7 +39,7 @@ def test_the_wheel_installs_and_runs_an_epoch_outside_the_checkout(tmp_path: Pat
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
 
     dist = tmp_path / "dist"
-    run([UV, "build", "--wheel", "--quiet", "--out-dir", dist, REPO], env, tmp_path)
+    run([UV, "build", "--quiet", "--out-dir", dist, REPO], env, tmp_path)  # sdist, then the wheel from it: no build/ here
     (wheel,) = dist.glob("cumulus-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "cumulus/jobs/close.py" in names and "cumulus/quality/suites/maps.yml" in names
