@@ -93,6 +93,7 @@ class Row:
     views: int = 0
     maps: int = 0
     load_avg: float = 0.0  # 1-minute load average at the end of the epoch
+    publish_s: float = 0.0  # publishing the epoch once it passed: ledger row, results.<view>, stable branches
 
     @property
     def map_bytes_read(self) -> int:
@@ -209,6 +210,18 @@ def run_scale(
     plan = batch_plan(compiled)
     reader = Reader(settings)
 
+    def publish(epoch: int) -> float:
+        """Publish the closed epoch as a passing validation does (write-audit-publish:
+        cumulus/engine/publish.py): its ledger row, results.<view> of every view, the
+        stable branches; the seconds it took. The validation's own checks are not in it."""
+        from cumulus.engine.publish import publish_ready
+        from cumulus.store.ledger import CLOSED, transition
+
+        t0 = time.perf_counter()
+        transition(spark, settings, epoch, CLOSED, validation="passed")
+        assert publish_ready(spark, settings).epoch == epoch
+        return time.perf_counter() - t0
+
     def ingest(epoch: int) -> tuple[int, float]:
         t0, events = time.perf_counter(), 0
         for source in manifest.sources:  # priority order: sales (1) before catalog (2)
@@ -220,6 +233,7 @@ def run_scale(
     events, ingest_s = ingest(1)
     t = time.perf_counter()
     load_metrics = close_epoch(spark, settings, plan, 1)
+    publish(1)  # (the load's publication is not timed)
     load = {"scale": scale, "events": events, "ingest_s": round(ingest_s, 1), "close_s": round(time.perf_counter() - t, 1),
             "mode": load_metrics["mode"], "recompute_s": load_metrics.get("recompute_s")}
     log.info("SF %s: initial load of %d rows: ingest %.0f s, close %.0f s (%s)", scale, events, ingest_s,
@@ -236,6 +250,7 @@ def run_scale(
         close_epoch(spark, settings, plan, epoch)
         epoch_s = time.perf_counter() - t
         commits, jobs = commit_count(spark, tables) - commits, jobs_started(spark) - jobs
+        publish_s = publish(epoch)
         load_avg = os.getloadavg()[0]
         m = ledger_row(spark, settings, epoch).metrics
         # Every apply of the epoch (applies_*), then the close's own steps after its apply.
@@ -266,7 +281,7 @@ def run_scale(
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
                         int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m),
                         round(compact_s, 2), int(compact_read), round(duckdb_s, 3), commits, jobs,
-                        len(views), len(compiled.checked.maps), round(load_avg, 2)))
+                        len(views), len(compiled.checked.maps), round(load_avg, 2), round(publish_s, 2)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
@@ -316,8 +331,8 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "",
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
-        "| base compaction s (apart) | its share per epoch s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|",
+        "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|",
     ]
     every = COMPACTION_RATIO / args.fraction
     for r in rows:
@@ -325,13 +340,16 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
             f"| {r.scale} | {r.epoch} | {r.events:,} | {r.lineitem_rows:,} | {r.epoch_s:.1f} | {r.recompute_s:.1f} | "
             f"{r.duckdb_s:.2f} | {r.ratio:.2f} | {r.commits} | {r.spark_jobs} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
-            f"{r.compact_s:.1f} | {r.compact_s / every:.2f} |"
+            f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} |"
         )
     lines += ["", f"Base compaction: the close appends each epoch's net changes to base.* and compacts a "
               f"table once its layers exceed {COMPACTION_RATIO:g} of its rows, about every "
               f"{COMPACTION_RATIO:g} / {args.fraction:g} = {every:.0f} epochs at this rate of change; the bench "
               "compacts after every epoch (apart from both timings) so that the recomputation reads plain "
-              "tables, and the last column is that cost spread over the epochs between compactions."]
+              "tables, and its share column is that cost spread over the epochs between compactions. "
+              "Publish (apart): what a passing validation then does to publish the epoch (write-audit-publish): "
+              "its ledger row, every view's rows into results.<view> with the tag epoch-N, the stable "
+              "branches; the validation's checks are not in it."]
     steps = ("applies", "compact_maps", "fold")
     lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
               "compact_maps = the maps' compactions past the ratio, fold = the base.* layer appends; other = the "
