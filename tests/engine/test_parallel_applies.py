@@ -70,9 +70,10 @@ def start(*argv: str, log: Path) -> subprocess.Popen:
 
 def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, rng: random.Random,
                 timeout: float) -> tuple[dict, list]:
-    """Run the processes; SIGKILL one `kills` times, every 0.5-3 s, and start it again with
-    the same arguments; then wait for all. Each kill takes a process in the step killed
-    least so far, so every step gets its share: a source while it ingests, a source while
+    """Run the processes; SIGKILL one `kills` times, and start it again with the same
+    arguments; then wait for all. A kill comes 0.5-3 s after some step ended since the
+    last one (so the kills spread over the epochs and the run always moves on), and takes
+    a process in the step killed least so far, so every step gets its share: a source while it ingests, a source while
     it applies (every source ingested the epoch, it has not applied), the closer while it
     closes (and so publishes: every source applied). The step is read from the processes'
     markers; a kill lands a random 0-1.5 s into it, and only a process up WARM seconds
@@ -103,8 +104,11 @@ def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, 
     born = dict.fromkeys(procs, time.monotonic())
     started, killed, by_step = time.monotonic(), [], dict.fromkeys(("ingest", "apply", "close"), 0)
     keep = dict.fromkeys(("apply", "close"), max(1, kills // 5))  # kills kept for the later steps of an epoch
+    progress = -1  # markers when the last kill came: the next waits for a step to end since
     while len(killed) < kills and any(p.poll() is None for p in procs.values()):
         time.sleep(rng.uniform(0.5, 3.0))
+        if len(list(markers.iterdir())) <= progress:
+            continue
         ready = [n for n, p in procs.items() if p.poll() is None and time.monotonic() - born[n] > warm]
         working = {n: step(n) for n in ready}
         working = {n: k for n, k in working.items() if k in by_step}
@@ -121,6 +125,7 @@ def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, 
         procs[name].kill()
         procs[name].wait()
         by_step[kind] += 1
+        progress = len(list(markers.iterdir()))
         killed.append(f"{name}@{time.monotonic() - started:.0f}s[{kind}]")
         with logs[name].open("a") as log:
             log.write(f"--- SIGKILL at {killed[-1]}; started again\n")
