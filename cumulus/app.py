@@ -267,8 +267,8 @@ class Engine:
         cfg = self.settings.pipeline
         return maintain(
             self.spark, self.settings,
-            retain_last=retain_last or cfg.retain_last,
-            retain_for=parse_duration(retain_for, "retain_for") if retain_for else cfg.retain_for,
+            retain_last=cfg.retain_last if retain_last is None else retain_last,
+            retain_for=cfg.retain_for if retain_for is None else parse_duration(retain_for, "retain_for"),
             expire=expire,
             compact=cfg.compact if compact is None else compact,
             target_file_size_mb=cfg.target_file_size_mb,

@@ -386,7 +386,8 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
         kill = out.kills < kills
         # A run to be killed may go on through every epoch of the stream (so that the step
         # its kill waits for comes); the last run closes one more epoch and ends.
-        through = budget if kill else max(out.verified, default=0) + epochs_ahead
+        # (at least two epochs in all, so that one closes after another's kills)
+        through = budget if kill else max(max(out.verified, default=0) + epochs_ahead, 2)
         at = points[out.kills] if kill else "ready"
         run = run_worker(["worker", str(home), str(landing), str(through), str(seed * 1000 + attempt)],
                          rng.uniform(0.0, min(STEPS[at][1], max_delay)) if kill else None, at)

@@ -27,7 +27,7 @@ HOME_COMMANDS = [
     ["view", "drop", "v"], ["read", "v"], ["apply", "--source", "s"],
     ["source", "add", "s", "--priority", "1"], ["source", "list"], ["source", "remove", "s"],
     ["ingest", "--source", "s", str(REPO / "demo")],
-    ["epoch", "status"], ["epoch", "show", "1"], ["epoch", "close"],
+    ["epoch", "status"], ["epoch", "show", "1"], ["epoch", "close"], ["epoch", "publish"],
     ["quarantine", "list"], ["quarantine", "show", "1"],
     ["validate"], ["quality", "report"], ["maintenance"], ["dbt", "ls"],
     ["engine", "serve"], ["engine", "status"], ["engine", "stop"],

@@ -92,6 +92,7 @@ READS = {
     "cumulus.dbt.profile": {"PROJECT_ENV", "project_dir", "write_profile"},  # dbt's profiles.yml
     "cumulus.dbt.run": {"DATA_FAILED", "invocation"},  # `cumulus dbt CMD`: dbt's own command line
     "cumulus.engine.metrics": {"human_bytes"},
+    "cumulus.engine.publish": {"stable_epoch"},  # which epoch the stable branch shows (a ledger read)
     "cumulus.engine.registry": {"as_full_view"},
     "cumulus.engine.stats": {"base_statistics"},
     "cumulus.engine.views": {"latest_closed_epoch"},
@@ -107,7 +108,8 @@ READS = {
     "cumulus.store.catalog": {"pyiceberg_catalog", "shared_catalog"},
     "cumulus.store.files": {"committed_batches", "epoch_counts"},
     "cumulus.store.home": {"load_home_schema"},
-    "cumulus.store.ledger": {"APPLIED", "DONE", "OPEN", "current_epoch", "ledger_row", "ledger_rows", "open_epoch"},
+    "cumulus.store.ledger": {"APPLIED", "CLOSED", "DONE", "FAILED", "OPEN", "current_epoch", "ledger_row", "ledger_rows",
+                             "open_epoch"},
     "cumulus.store.maps": {"ENTRIES"},
     "cumulus.store.quarantine": {"LIST_COLUMNS", "get_row", "list_rows"},
     "cumulus.store.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry", "views_table"},
