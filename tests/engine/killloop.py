@@ -349,16 +349,17 @@ def verify_stable(settings, out: Outcome) -> None:
         stable = reader.catalog.load_table(table.split(".", 1)[1]).metadata.refs.get("stable")
         if stable is None or stable.snapshot_id != int(snap):
             out.failures.append(f"epoch {n}: {table}'s stable branch is {stable}, the ledger row names snapshot {snap}")
+    from cumulus.output import sort_key
     from cumulus.read import At
 
     for view in VIEWS:  # results.<view>: the published epoch's rows, tagged, as the current snapshot
         table = reader.catalog.load_table(f"results.{view}")
         tag = table.snapshot_by_name(f"epoch-{n}")
         current = table.current_snapshot()
-        got = sorted(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
+        got = sorted((tuple(r.values()) for r in table.scan().to_arrow().to_pylist()), key=sort_key)
         if tag is None or current is None or tag.snapshot_id != current.snapshot_id:
             out.failures.append(f"epoch {n}: results.{view} is not at its tag epoch-{n} ({tag}, {current})")
-        elif got != sorted(reader.read_view(view, At(n))):
+        elif got != sorted(reader.read_view(view, At(n)), key=sort_key):
             out.failures.append(f"epoch {n}: results.{view} differs from the view")
 
 
