@@ -236,7 +236,7 @@ class Engine:
 
         if accept_failed:
             if epoch is None:
-                raise CumulusError("--accept-failed takes the failed epoch: cumulus epoch publish N --accept-failed")
+                raise CumulusError("--accept-failed takes the failed epoch: cumulus epoch publish N --accept-failed --reason TEXT")
             row = accept(self.spark, self.settings, epoch, reason)
         else:
             row = publish_ready(self.spark, self.settings)

@@ -73,18 +73,21 @@ def move_branch(spark: SparkSession, snapshots: Mapping[str, int], branch: str =
     return moved
 
 
+def _latest(rows: list[LedgerRow], states: tuple[str, ...]) -> LedgerRow | None:
+    """The newest row in one of `states` that names its tables' snapshots."""
+    return max((r for r in rows if r.state in states and r.snapshots), key=lambda r: r.epoch, default=None)
+
+
 def stable_epoch(settings: Settings, rows: list[LedgerRow]) -> LedgerRow | None:
     """The ledger row of the epoch `stable` shows: the latest published one (or, under
     `publish = "closed"`, the latest closed one)."""
-    states = (PUBLISHED,) if settings.publish == "validated" else DONE
-    return max((r for r in rows if r.state in states and r.snapshots), key=lambda r: r.epoch, default=None)
+    return _latest(rows, (PUBLISHED,) if settings.publish == "validated" else DONE)
 
 
 def mend_branches(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
     """Move `audit` to the latest closed epoch and `stable` to the stable epoch where a
     crash left them behind their ledger rows (each a no-op when they are there)."""
-    audit = max((r for r in rows if r.state in DONE and r.snapshots), key=lambda r: r.epoch, default=None)
-    for row, branch in ((audit, AUDIT), (stable_epoch(settings, rows), STABLE)):
+    for row, branch in ((_latest(rows, DONE), AUDIT), (stable_epoch(settings, rows), STABLE)):
         if row is not None:
             move_branch(spark, {k: int(v) for k, v in row.snapshots.items()}, branch)
 
@@ -111,8 +114,9 @@ def publish_ready(spark: SparkSession, settings: Settings) -> LedgerRow | None:
             fault_point("publish.after-ledger")
             log.info("epoch %d published", row.epoch)
         rows = ledger_rows(spark, settings)
+        written = _results_epoch(spark, settings)
         for row in rows:  # results.<view> of every published epoch that lacks them (a crash)
-            if row.state == PUBLISHED and row.epoch > _results_epoch(spark, settings):
+            if row.state == PUBLISHED and row.epoch > written:
                 write_results(spark, settings, row.epoch)
         mend_branches(spark, settings, rows)
         return stable_epoch(settings, rows)
@@ -197,8 +201,8 @@ def accept_failed(spark: SparkSession, settings: Settings, epoch: int, reason: s
             transition(spark, settings, epoch, CLOSED, validation=PASSED_ACCEPTED, validation_detail=detail)
     elif row.state != PUBLISHED:
         raise PublishError(f"epoch {epoch} is {row.state}"
-                              f"{f' (validation {row.validation})' if row.validation else ''}, not failed: "
-                              "--accept-failed takes an epoch that failed validation")
+                           f"{f' (validation {row.validation})' if row.validation else ''}, not failed: "
+                           "--accept-failed takes an epoch that failed validation")
     blocker = holding(ledger_rows(spark, settings), epoch)
     if blocker is not None:
         raise EpochOrderError(f"epoch {epoch} is accepted but waits for epoch {blocker.epoch} ({blocker.state}"

@@ -162,10 +162,8 @@ def publish_passed(spark: SparkSession, settings: Settings, epoch: int, summary:
     passed epoch `closed`; validating it again publishes it (published_outcome, then this)."""
     from cumulus.engine.publish import publish_ready
 
-    if summary is not None:
-        row = ledger_row(spark, settings, epoch)
-        state = row.state if row is not None and row.state == CLOSED else CLOSED
-        transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+    if summary is not None:  # closed (or failed before): closed now, with its validation
+        transition(spark, settings, epoch, CLOSED, validation=summary["outcome"], validation_detail=ledger_detail(summary))
         fault_point("validate.after-ledger")
     stable = publish_ready(spark, settings)
     return PUBLISHED if stable is not None and stable.epoch >= epoch else HELD
