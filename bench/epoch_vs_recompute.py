@@ -94,6 +94,9 @@ class Row:
     maps: int = 0
     load_avg: float = 0.0  # 1-minute load average at the end of the epoch
     publish_s: float = 0.0  # publishing the epoch once it passed: ledger row, results.<view>, stable branches
+    results_touched: int = 0  # results tables the publish updated by the groups the epoch touched
+    results_whole: int = 0  # ... and rewrote whole (views without groups, LIMIT, subqueries, or a large share touched)
+    results_whole_s: float = 0.0  # every results table rewritten whole again, apart: the other way, measured
 
     @property
     def map_bytes_read(self) -> int:
@@ -175,6 +178,7 @@ def run_scale(
     from cumulus.engine.close import close_epoch
     from cumulus.engine.metrics import StageMeter
     from cumulus.engine.registry import batch_plan
+    from cumulus.engine.results import results_updates
     from cumulus.engine.views import add_view
     from cumulus.ingest.job import ingest_files
     from cumulus.ingest.sources import add_source
@@ -222,6 +226,15 @@ def run_scale(
         assert publish_ready(spark, settings).epoch == epoch
         return time.perf_counter() - t0
 
+    def rewrite_results(epoch: int) -> float:
+        """Every results table rewritten whole at the epoch (what the publish would cost
+        without touched-group updates); it leaves the same rows."""
+        from cumulus.engine.results import write_results
+
+        t0 = time.perf_counter()
+        write_results(spark, settings, epoch, mode="whole")
+        return time.perf_counter() - t0
+
     def ingest(epoch: int) -> tuple[int, float]:
         t0, events = time.perf_counter(), 0
         for source in manifest.sources:  # priority order: sales (1) before catalog (2)
@@ -251,6 +264,8 @@ def run_scale(
         epoch_s = time.perf_counter() - t
         commits, jobs = commit_count(spark, tables) - commits, jobs_started(spark) - jobs
         publish_s = publish(epoch)
+        updates = list(results_updates(spark, settings, epoch).values())
+        whole_s = rewrite_results(epoch)
         load_avg = os.getloadavg()[0]
         m = ledger_row(spark, settings, epoch).metrics
         # Every apply of the epoch (applies_*), then the close's own steps after its apply.
@@ -281,7 +296,9 @@ def run_scale(
         rows.append(Row(scale, epoch, events, int(lineitem), round(ingest_s, 2), round(epoch_s, 2), round(recompute_s, 2),
                         int(epoch_read), int(recompute_read), int(epoch_written), int(m["deltas"]), equal, dict(m),
                         round(compact_s, 2), int(compact_read), round(duckdb_s, 3), commits, jobs,
-                        len(views), len(compiled.checked.maps), round(load_avg, 2), round(publish_s, 2)))
+                        len(views), len(compiled.checked.maps), round(load_avg, 2), round(publish_s, 2),
+                        updates.count("touched") + updates.count("unchanged"), updates.count("whole"),
+                        round(whole_s, 2)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
@@ -331,8 +348,9 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "",
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
-        "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|",
+        "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch "
+        "| results by touched groups / whole | results all whole s (apart) | all whole / epoch |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|:--:|---:|---:|",
     ]
     every = COMPACTION_RATIO / args.fraction
     for r in rows:
@@ -340,7 +358,8 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
             f"| {r.scale} | {r.epoch} | {r.events:,} | {r.lineitem_rows:,} | {r.epoch_s:.1f} | {r.recompute_s:.1f} | "
             f"{r.duckdb_s:.2f} | {r.ratio:.2f} | {r.commits} | {r.spark_jobs} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
-            f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} |"
+            f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} | "
+            f"{r.results_touched} / {r.results_whole} | {r.results_whole_s:.2f} | {r.results_whole_s / r.epoch_s:.2f} |"
         )
     lines += ["", f"Base compaction: the close appends each epoch's net changes to base.* and compacts a "
               f"table once its layers exceed {COMPACTION_RATIO:g} of its rows, about every "
@@ -348,8 +367,11 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
               "compacts after every epoch (apart from both timings) so that the recomputation reads plain "
               "tables, and its share column is that cost spread over the epochs between compactions. "
               "Publish (apart): what a passing validation then does to publish the epoch (write-audit-publish): "
-              "its ledger row, every view's rows into results.<view> with the tag epoch-N, the stable "
-              "branches; the validation's checks are not in it."]
+              "its ledger row, every view's rows into results.<view> with the tag epoch-N (each table "
+              "updated by the groups the epoch touched where it can be, else rewritten whole: "
+              "cumulus/engine/results.py), the stable branches; the validation's checks are not in it. "
+              "Results all whole (apart): the same tables rewritten whole at the same epoch, the other way "
+              "measured."]
     steps = ("applies", "compact_maps", "fold")
     lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
               "compact_maps = the maps' compactions past the ratio, fold = the base.* layer appends; other = the "

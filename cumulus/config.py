@@ -270,6 +270,9 @@ class Settings:
     # At each publish every view's rows are written to the Iceberg table results.<view>,
     # tagged epoch-N, for readers with no Cumulus code (PyIceberg, DuckDB, Trino).
     results_tables: bool = True
+    # A results table is updated by the groups an epoch touched while they are at most this
+    # share of its rows, and rewritten whole above it (cumulus/engine/results.py).
+    results_touched_share: float = 0.25
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -37,7 +37,6 @@ from cumulus.engine.publish import (
     mend_results,
     move_branch,
     tag_tables,
-    write_results,
 )
 from cumulus.engine.recompute import (
     RECOMPUTE,
@@ -51,6 +50,7 @@ from cumulus.engine.recompute import (
 )
 from cumulus.engine.refresh import refresh_views, registered_full_views
 from cumulus.engine.repair import repair_epoch
+from cumulus.engine.results import write_results
 from cumulus.errors import NoSuchEpochError
 from cumulus.faults import fault_point
 from cumulus.m3.printer import fingerprint

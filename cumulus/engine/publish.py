@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.apply import current_snapshot_id
+from cumulus.engine.results import results_epoch, write_results
 from cumulus.errors import EpochOrderError, NoSuchEpochError, PublishError
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
@@ -48,7 +49,7 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import AUDIT, RESULTS, STABLE, VIEWS, VIEWS_STABLE, tag_name
+from cumulus.store.tables import AUDIT, STABLE, VIEWS, VIEWS_STABLE, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,7 +96,7 @@ def mend_branches(spark: SparkSession, settings: Settings, rows: list[LedgerRow]
 def mend_results(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
     """Write results.<view> for the stable epoch if a crash left them behind it."""
     shown = stable_epoch(settings, rows)
-    if shown is not None and shown.epoch > _results_epoch(spark, settings):
+    if shown is not None and shown.epoch > results_epoch(spark, settings):
         write_results(spark, settings, shown.epoch)
 
 
@@ -114,72 +115,12 @@ def publish_ready(spark: SparkSession, settings: Settings) -> LedgerRow | None:
             fault_point("publish.after-ledger")
             log.info("epoch %d published", row.epoch)
         rows = ledger_rows(spark, settings)
-        written = _results_epoch(spark, settings)
+        written = results_epoch(spark, settings)
         for row in rows:  # results.<view> of every published epoch that lacks them (a crash)
             if row.state == PUBLISHED and row.epoch > written:
                 write_results(spark, settings, row.epoch)
         mend_branches(spark, settings, rows)
         return stable_epoch(settings, rows)
-
-
-def results_table(settings: Settings, view: str) -> str:
-    return f"{settings.catalog}.{RESULTS}.{quote(view)}"
-
-
-_DONE_THROUGH = "cumulus.results-epoch"  # results.<view> table property: the epoch its rows are
-
-
-def _results_epoch(spark: SparkSession, settings: Settings) -> int:
-    """The epoch every results table was last written for (0: none yet, or they are off).
-    One marker table's property, written after all the views' tables."""
-    if not settings.results_tables:
-        return 1 << 62
-    try:
-        props = table_metadata(spark, f"{settings.catalog}.{RESULTS}._published").get("properties", {})
-    except Exception:  # noqa: BLE001 - no marker yet
-        return 0
-    return int(props.get(_DONE_THROUGH, 0))
-
-
-def write_results(spark: SparkSession, settings: Settings, epoch: int) -> list[str]:
-    """Every registered view's rows at tag epoch-N, exactly as its SQL gives them (the
-    read-time layer applied: view_sql), into the plain Iceberg table results.<view>, each
-    replaced in one commit and tagged epoch-N, so any Iceberg reader (PyIceberg, DuckDB,
-    Trino, Spark) reads a view by name at every published epoch with no Cumulus code.
-    Then the marker table results._published records the epoch. Views added after the
-    epoch are left for a later one. Idempotent: a rerun writes the same rows."""
-    from pyspark.sql import functions as F
-
-    from cumulus.engine.registry import compile_registered
-    from cumulus.store.home import load_home_schema
-    from cumulus.store.registry import live, registry
-
-    if not settings.results_tables:
-        return []
-    rows = registry(spark, settings)
-    due = [v for v in live(rows) if (v.added_epoch or 0) <= epoch]
-    compiled = compile_registered(load_home_schema(settings), rows, settings.sql_dialect)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
-    written = []
-    for view in due:
-        if view.name not in compiled.views:
-            continue
-        table = results_table(settings, view.name)
-        frame = spark.sql(view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False))
-        if not spark.catalog.tableExists(table):
-            frame.writeTo(table).tableProperty("format-version", "2").create()
-        elif spark.table(table).schema == frame.schema:
-            frame.writeTo(table).overwrite(F.lit(True))
-        else:  # the view was dropped and added again with other columns
-            frame.writeTo(table).tableProperty("format-version", "2").createOrReplace()
-        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
-        written.append(view.name)
-    fault_point("publish.after-results")
-    marker = f"{settings.catalog}.{RESULTS}._published"
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
-    spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
-    log.info("epoch %d: results tables of %d views written", epoch, len(written))
-    return written
 
 
 def holding(rows: list[LedgerRow], epoch: int) -> LedgerRow | None:

@@ -239,7 +239,8 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     and finishes removing what is left."""
     from pyspark.sql import functions as F
 
-    from cumulus.engine.publish import results_table, view_names
+    from cumulus.engine.publish import view_names
+    from cumulus.engine.results import results_table
 
     ensure_views_table(spark, settings)
     with catalog_lock(settings, f"view drop {name}"):

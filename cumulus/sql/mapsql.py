@@ -56,6 +56,17 @@ def quote(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Restriction:
+    """Some groups of a view: `keys` names a table or temporary view of group keys, one
+    column `__g<i>` per group variable i; `slots` gives, for each map the view reads, the
+    key slot of maps.entries holding each group variable, as (slot, i) pairs. Every map
+    is read for those keys only, compared with `<=>` (a NULL key is a key)."""
+
+    keys: str
+    slots: Mapping[str, tuple[tuple[str, int], ...]]
+
+
+@dataclass(frozen=True)
 class _Join:
     alias: str
     cte: str
@@ -70,10 +81,12 @@ def view_sql(
     catalog: str | None = None,
     table: str | None = None,
     order: bool = True,
+    groups: Restriction | None = None,
 ) -> str:
     """Spark SQL giving the rows of `view_name` (columns in SELECT order) from its maps,
     at `version` (see tag_of). The maps table is `[catalog.]maps.entries`, or `table`
-    (dbt's `{{ source(...) }}`). `order` sorts by the group columns."""
+    (dbt's `{{ source(...) }}`). `order` sorts by the group columns. `groups`: only the
+    rows of the groups it lists (results.<view> updated by the groups an epoch touched)."""
     plan = compilation.views.get(view_name)
     if plan is None:
         known = ", ".join(compilation.views) or "none"
@@ -82,7 +95,7 @@ def view_sql(
     if table is None:
         prefix = f"{quote(catalog)}." if catalog else ""
         table = f"{prefix}{MAPS}.{ENTRIES}"
-    return _Builder(compilation.checked.maps, plan, tag, table).sql(order)
+    return _Builder(compilation.checked.maps, plan, tag, table, restriction=groups).sql(order)
 
 
 def plan_sql(maps: Mapping[str, MapInfo], plan: ViewPlan, table: str) -> str:
@@ -93,8 +106,10 @@ def plan_sql(maps: Mapping[str, MapInfo], plan: ViewPlan, table: str) -> str:
 
 
 class _Builder:
-    def __init__(self, maps: Mapping[str, MapInfo], plan: ViewPlan, tag: str | None, table: str, prefix: str = ""):
-        self.prefix = prefix  # of every CTE name (a subquery's view: its own names, unique in the query)
+    def __init__(self, maps: Mapping[str, MapInfo], plan: ViewPlan, tag: str | None, table: str, prefix: str = "",
+                 restriction: Restriction | None = None):
+        self.prefix = prefix
+        self.restriction = restriction  # of every CTE name (a subquery's view: its own names, unique in the query)
         self.subviews_done: list[str] = []
         self.maps = maps
         self.plan = plan
@@ -117,6 +132,9 @@ class _Builder:
              f"SUM({quote(value_slot(info.type))}) AS `value`"]
         )
         body = f"SELECT {select}\n    FROM {self.table}{version}\n    WHERE `map` = '{name}'"
+        if self.restriction is not None:  # the listed groups' entries only
+            on = " AND ".join(f"r.`__g{i}` <=> {quote(slot)}" for slot, i in self.restriction.slots[name])
+            body += f" AND EXISTS (SELECT 1 FROM {self.restriction.keys} r WHERE {on})"
         if slots:
             body += f"\n    GROUP BY {', '.join(slots)}"
         cte = f"{self.prefix}map_{len(self.map_ctes)}"

@@ -145,6 +145,8 @@ def _metadata_location(spark: SparkSession, table: str) -> str | None:
     when that is SQLite and the file is local (None otherwise: ask the catalog)."""
     catalog, _, rest = table.partition(".")
     namespace, _, name = rest.rpartition(".")
+    if len(name) > 1 and name[0] == name[-1] == "`":  # a quoted name (results.`<view>`)
+        name = name[1:-1].replace("``", "`")
     db = _sqlite_catalog_path(spark, catalog)
     if db is None or not namespace:
         return None

@@ -38,7 +38,7 @@ from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import compact_maps, maps_table
-from cumulus.store.tables import NAMESPACES, attach_catalog, base_table, ledger_log_table
+from cumulus.store.tables import NAMESPACES, RESULTS, attach_catalog, base_table, ledger_log_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,11 +63,12 @@ class TableReport:
 
 
 def home_tables(spark: SparkSession, settings: Settings) -> list[str]:
-    """Every Iceberg table of the home, qualified (catalog.namespace.table)."""
+    """Every Iceberg table of the home, qualified (catalog.namespace.table), the results
+    tables included (their touched-group MERGEs leave delete files to fold)."""
     attach_catalog(spark, settings)
     names = []
     existing = {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {settings.catalog}").collect()}
-    for ns in NAMESPACES:
+    for ns in (*NAMESPACES, RESULTS):
         if ns in existing:
             for row in spark.sql(f"SHOW TABLES IN {settings.catalog}.{ns}").collect():
                 names.append(f"{settings.catalog}.{ns}.{row['tableName']}")

@@ -192,9 +192,8 @@ _PROPERTIES = "TBLPROPERTIES ('format-version' = '2'{extra})"
 # the new rows instead of rewriting every data file holding a touched row: an epoch
 # writes what its events change, not the files they land in. Maintenance's compaction
 # folds the deletes back into the data files (docs/airflow.md, Maintenance).
-MERGE_ON_READ = ", ".join(
-    f"'write.{op}.mode' = 'merge-on-read'" for op in ("merge", "update", "delete")
-)
+MERGE_ON_READ_PROPERTIES = {f"write.{op}.mode": "merge-on-read" for op in ("merge", "update", "delete")}
+MERGE_ON_READ = ", ".join(f"'{name}' = '{value}'" for name, value in MERGE_ON_READ_PROPERTIES.items())
 
 
 def create_statements(settings: Settings, schema: Schema) -> list[str]:

@@ -21,6 +21,7 @@ from cumulus.config import load_settings, with_overrides
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
+from cumulus.engine.results import results_table, results_updates
 from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files
@@ -41,14 +42,16 @@ SOURCE_A = {"orders", "customer", "nation", "region"}  # priority 1; the rest go
 _homes = itertools.count(1)
 
 
-def new_home(root: Path, catalog: str):
+def new_home(root: Path, catalog: str, results: bool = False):
     root.mkdir(parents=True, exist_ok=True)
     # map_compaction_min_rows = 1: these maps are small, so the closes compact them only
     # because of it (the ratio alone decides): the path is exercised, and must be exact.
     # The ratio is low enough for an applied epoch after a recomputed one to compact.
     (root / "cumulus.toml").write_text(
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nmap_compaction_min_rows = 1\n'
-        "map_compaction_ratio = 0.2\npublish = \"closed\"\nresults_tables = false\n"  # no validation here: stable moves at the close
+        "map_compaction_ratio = 0.2\npublish = \"closed\"\n"  # no validation here: stable moves at the close
+        # (results: every table of a view with groups by its touched groups, however many)
+        f"results_tables = {str(results).lower()}\nresults_touched_share = 1.0\n"
     )
     return load_settings(root)
 
@@ -61,15 +64,16 @@ def cli_json(capsys, *argv: str) -> list[dict]:
 
 
 def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
-               modes: tuple[str, ...] = (), local_events: int | None = None) -> None:
+               modes: tuple[str, ...] = (), local_events: int | None = None, results: bool = False) -> None:
     """init, view add (the views and the hand-written program), then `epochs` epochs of
     the stream from two sources (b, the lower priority, ingested after a) and close;
     after each close every view at its tag == DuckDB over the alive rows, and every map
     (the views' and the program's) == the interpreter. `modes[k]`: epoch_mode of epoch
     k + 1 ("auto" beyond). With nothing measured, auto recomputes epoch 1 (base.* is
     empty) and applies epoch 2 (then the applies of epoch 2 give the first measure).
-    `local_events`: the home's apply_local_events (0: every apply by a Spark plan)."""
-    settings = new_home(tmp_path / "home", f"eng{next(_homes)}")
+    `local_events`: the home's apply_local_events (0: every apply by a Spark plan).
+    `results`: the close writes results.<view> too, and each equals its view at the tag."""
+    settings = new_home(tmp_path / "home", f"eng{next(_homes)}", results)
     if local_events is not None:
         settings = with_overrides(settings, apply_local_events=local_events)
     init_home(spark, settings, TPCH)
@@ -90,6 +94,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     alive: dict[str, list[tuple]] = {}
     reader = Reader(settings)
     compacted = 0
+    updates: dict[int, list[str]] = {k: [] for k in range(1, epochs + 1)}  # epoch -> how each results table was written
     for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
         rows = stream[lo:hi]
         folder = tmp_path / f"epoch{epoch}"
@@ -134,7 +139,17 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
             assert sorted(map(tuple, spark.sql(f"SELECT * FROM {fresh}").collect()), key=sort_key) == want, name
         for m in compiled.checked.maps:  # the views' maps and the hand-written program's
             assert at_tag.entries(m) == {k: v for k, v in interp.entries(m).items()}, m
+        if results:  # results.<view> at the tag: the view's rows, however they were written
+            for name in views:
+                table = results_table(settings, name)
+                got = spark.sql(f"SELECT * FROM {table} VERSION AS OF 'epoch-{epoch}'").collect()
+                assert sorted(map(tuple, got), key=sort_key) == sorted(rows_read[name], key=sort_key), (name, epoch)
+            updates[epoch] = list(results_updates(spark, settings, epoch).values())
     assert compacted > 0, "no close compacted a map: the compaction path went untested"
+    if results:  # both ways were taken: by the groups an applied epoch touched, and whole
+        # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)
+        assert set(updates[1]) == set(updates[3]) == {"whole"}, updates
+        assert "touched" in updates[2] and "whole" in updates[2], updates
 
 
 @pytest.mark.e2e
@@ -146,7 +161,8 @@ def test_epochs_over_the_tpch_stream_equal_duckdb_and_the_interpreter(spark, tmp
     # UNION ALL and UNION): rebuilt, applied, rebuilt (NOT EXISTS and a UNION ALL of rows
     # go through the engine in test_full_refresh.py's Q22 and the interpreter's corpus)
     nested = ["tpch_queries/q17_jumbo_pack", "tpch_queries/q16_slyly", "constructs/union_all_parties"]
-    run_epochs(spark, tmp_path, capsys, VIEWS + nested, epochs=3, modes=("auto", "auto", "recompute"), local_events=0)
+    run_epochs(spark, tmp_path, capsys, VIEWS + nested, epochs=3, modes=("auto", "auto", "recompute"), local_events=0,
+               results=True)
 
 
 @pytest.mark.e2e

@@ -47,7 +47,10 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     from cumulus.store.home import init_home
 
     root.mkdir(parents=True, exist_ok=True)
-    (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n')
+    # results_touched_share = 1: every published epoch updates the results tables by the
+    # groups it touched (MERGE, delete files) that a reader without Cumulus then reads
+    (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n'
+                                       'results_touched_share = 1.0\n')
     settings = load_settings(root)
     init_home(spark, settings, SHOP)
     add_source(settings, "shop", 1)

@@ -1,0 +1,111 @@
+"""When results.<view> may be updated by the groups an epoch touched, decided without
+Spark (cumulus/engine/results.py): which views have rows found by group (view_groups),
+and which maps.entries snapshots hold a delta row of every entry that changed between
+two tags (delta_snapshots), across applies, compactions, file rewrites and rebuilds. The
+update itself is checked against the view at every epoch in tests/engine/test_epochs.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cumulus.engine.results import delta_snapshots, view_groups
+from cumulus.schema import load_schema
+from cumulus.sql.views import compile_views
+from cumulus.store.commit import EPOCH
+from cumulus.store.maps import COMPACTED_THROUGH
+
+SCHEMA = load_schema(Path(__file__).resolve().parents[1] / "fixtures" / "schemas" / "nullable.sql")
+
+
+def _meta(tags: dict[int, int], *snaps: tuple[int, int | None, dict]) -> dict:
+    return {
+        "current-snapshot-id": snaps[-1][0],
+        "snapshots": [{"snapshot-id": i, "parent-snapshot-id": p, "summary": s} for i, p, s in snaps],
+        "refs": {f"epoch-{e}": {"snapshot-id": snap, "type": "tag"} for e, snap in tags.items()},
+    }
+
+
+def _append(epoch: int) -> dict:
+    return {"operation": "append", EPOCH: str(epoch)}
+
+
+def test_appends_of_later_epochs_leave_the_later_tag_alone():
+    meta = _meta({1: 1, 3: 4}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, {"operation": "replace"}),
+                 (4, 3, _append(3)))
+    assert delta_snapshots(meta, 1, 3) == [4]
+
+
+def test_a_compaction_past_the_earlier_tag_adds_the_rows_it_found():
+    # compacted through 2 > 1: an entry zeroed at epoch 2 is gone from snapshot 4 on, its
+    # delta row is in the compaction's parent (3)
+    meta = _meta({1: 1, 3: 5}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, _append(2)),
+                 (4, 3, {"operation": "overwrite", COMPACTED_THROUGH: "2"}), (5, 4, _append(3)))
+    assert delta_snapshots(meta, 1, 3) == [5, 3]
+    # compacted through the earlier tag's epoch: only rows it showed already were summed
+    meta = _meta({2: 3, 3: 5}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, _append(2)),
+                 (4, 3, {"operation": "overwrite", COMPACTED_THROUGH: "2"}), (5, 4, _append(3)))
+    assert delta_snapshots(meta, 2, 3) == [5]
+
+
+@pytest.mark.parametrize("between", [
+    {"operation": "overwrite"},
+    # a rebuild of every map (recompute): its rows name the epoch, but an entry it left
+    # out (zero now) has no delta row anywhere
+    {"operation": "overwrite", COMPACTED_THROUGH: "2", EPOCH: "2"},
+    {"operation": "delete"},
+    _append(1),  # rows of an epoch the earlier tag already showed (a back-fill)
+    {"operation": "append"},  # a commit that names no epoch
+])
+def test_anything_else_between_the_tags_means_a_whole_rewrite(between):
+    meta = _meta({1: 1, 2: 3}, (1, None, _append(1)), (2, 1, between), (3, 2, _append(2)))
+    assert delta_snapshots(meta, 1, 2) is None
+
+
+def test_a_missing_tag_or_an_expired_ancestor_means_a_whole_rewrite():
+    meta = _meta({2: 3}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, _append(2)))
+    assert delta_snapshots(meta, 1, 2) is None
+    meta = _meta({1: 1, 2: 3}, (1, None, _append(1)), (3, 2, _append(2)))  # snapshot 2 expired
+    assert delta_snapshots(meta, 1, 2) is None
+
+
+def _groups(sql: str):
+    compiled = compile_views(SCHEMA, [("v", sql)])
+    return view_groups(compiled.views["v"], compiled.checked.maps)
+
+
+@pytest.mark.parametrize(("sql", "outputs"), [
+    ("SELECT k, s, SUM(i) AS total, COUNT(*) AS n FROM u GROUP BY k, s", ("k", "s")),
+    ("SELECT s AS label, k, AVG(f) AS mean FROM u GROUP BY k, s HAVING COUNT(*) > 1", ("k", "label")),
+    ("SELECT u.k, MAX(w.m) AS top, MIN(u.dt) AS first FROM u, w WHERE u.k = w.k GROUP BY u.k", ("k",)),
+    ("SELECT k, SUM(i) * 2 AS twice, COUNT(DISTINCT s) AS kinds FROM u GROUP BY k", ("k",)),
+])
+def test_views_with_one_row_per_group_shown_by_its_keys(sql, outputs):
+    found = _groups(sql)
+    assert found is not None, sql
+    assert found[0] == outputs
+    assert set(found[1].slots) == set(compile_views(SCHEMA, [("v", sql)]).views["v"].maps)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT SUM(i) AS total FROM u",  # no groups: one row over everything
+    "SELECT SUM(i) AS total FROM u GROUP BY k",  # the group is not shown: rows are not found by it
+    "SELECT k, SUM(i) AS total FROM u GROUP BY k ORDER BY total DESC LIMIT 3",  # which groups show depends on all
+    "SELECT k, s FROM u",  # rows as a bag
+    "SELECT k, SUM(i) AS total FROM u GROUP BY k HAVING SUM(i) > (SELECT AVG(m) FROM w)",  # a subquery over all rows
+])
+def test_other_views_are_rewritten_whole(sql):
+    assert _groups(sql) is None
+
+
+def test_a_results_table_shows_its_tag_through_file_rewrites_only():
+    from cumulus.engine.results import shows_epoch
+
+    meta = _meta({2: 2}, (1, None, {"operation": "overwrite"}), (2, 1, {"operation": "overwrite"}),
+                 (3, 2, {"operation": "replace"}))  # maintenance compacted its files since
+    assert shows_epoch(meta, 2)
+    assert not shows_epoch(meta, 1)  # no such tag
+    meta = _meta({2: 2}, (1, None, {"operation": "overwrite"}), (2, 1, {"operation": "overwrite"}),
+                 (3, 2, {"operation": "overwrite"}))  # a later write, the crash before its tag
+    assert not shows_epoch(meta, 2)
