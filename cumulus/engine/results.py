@@ -33,7 +33,7 @@ from cumulus.faults import fault_point
 from cumulus.m3.validate import MapInfo
 from cumulus.sql.mapsql import Restriction, quote, view_sql
 from cumulus.sql.readtime import Ref
-from cumulus.sql.views import ViewPlan
+from cumulus.sql.views import Compilation, ViewPlan
 from cumulus.store import commit
 from cumulus.store.maps import COMPACTED_THROUGH, key_slots, maps_table
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tag_name
@@ -155,12 +155,7 @@ def shows_epoch(meta: Mapping[str, object], epoch: int) -> bool:
     """Whether a results table's current snapshot holds the rows of its tag epoch-N: it
     is that snapshot, or follows it by file rewrites alone (maintenance's compaction)."""
     tagged = _tag_snapshot(meta, epoch)
-    for snap, summary in commit.ancestors(meta):
-        if snap == tagged:
-            return True
-        if summary.get("operation") != "replace":
-            return False
-    return False
+    return tagged is not None and commit.descends_by(meta, tagged, frozenset({"replace"}))
 
 
 def _merge(spark: SparkSession, table: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
@@ -179,6 +174,28 @@ def _merge(spark: SparkSession, table: str, rows: DataFrame, outputs: tuple[str,
         WHEN MATCHED THEN DELETE
         WHEN NOT MATCHED AND s.`__present` THEN INSERT ({', '.join(columns)}) VALUES ({', '.join(f's.{c}' for c in columns)})
     """)
+
+
+def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str,
+                    groups: tuple[tuple[str, ...], Restriction], since: int, snapshots: list[int], epoch: int,
+                    meta: Mapping[str, object]) -> int | None:
+    """Update results.<view> from epoch `since` to `epoch` by the groups touched between
+    (module doc); the number of groups, or None (nothing written) when they are more than
+    `results_touched_share` of the table's rows."""
+    outputs, restriction = groups
+    keys = _touched(spark, settings, restriction, since, snapshots).cache()
+    try:
+        count = keys.count()
+        if count > settings.results_touched_share * max(_live_rows(meta), 1):
+            return None
+        if count:
+            keys.createOrReplaceTempView("__touched")
+            sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
+            with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
+                _merge(spark, results_table(settings, view), spark.sql(sql), outputs)
+        return count
+    finally:
+        keys.unpersist()
 
 
 def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: str = "auto") -> dict[str, str]:
@@ -213,25 +230,13 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
         if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
             how[view.name] = "kept"  # a retry after a crash: this one was written
             continue
-        plan = compiled.views[view.name]
-        groups = view_groups(plan, compiled.checked.maps)
+        groups = view_groups(compiled.views[view.name], compiled.checked.maps)
         if (snapshots is not None and meta is not None and groups is not None and (view.added_epoch or 0) <= since
                 and shows_epoch(meta, since)):
-            outputs, restriction = groups
-            keys = _touched(spark, settings, restriction, since, snapshots).cache()
-            try:
-                count = keys.count()
-                if count <= settings.results_touched_share * max(_live_rows(meta), 1):
-                    keys.createOrReplaceTempView("__touched")
-                    if count:
-                        sql = view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False,
-                                       groups=restriction)
-                        with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-                            _merge(spark, table, spark.sql(sql), outputs)
-                    how[view.name] = "touched"
-                    touched_rows += count
-            finally:
-                keys.unpersist()
+            count = _update_touched(spark, settings, compiled, view.name, groups, since, snapshots, epoch, meta)
+            if count is not None:
+                how[view.name] = "touched"
+                touched_rows += count
         if view.name not in how:
             frame = spark.sql(view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False))
             writer = frame.writeTo(table).options(**commit.write_options({UPDATE: "whole", commit.EPOCH: epoch}))

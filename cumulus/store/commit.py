@@ -94,6 +94,17 @@ def ancestors(meta: Mapping[str, Any], snapshot_id: int | None = None) -> Iterat
         snap = by_id.get(snap.get("parent-snapshot-id"))
 
 
+def descends_by(meta: Mapping[str, Any], snapshot_id: int | None, operations: frozenset[str]) -> bool:
+    """Whether the current snapshot is `snapshot_id` or descends from it by commits of
+    these operations alone (e.g. appends only, file rewrites only)."""
+    for snap, summary in ancestors(meta):
+        if snap == snapshot_id:
+            return True
+        if summary.get("operation") not in operations:
+            return False
+    return False
+
+
 def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
     """The table's current Iceberg metadata (the metadata.json document) as a dict, without
     a Spark job (`spark` may also be a PyIceberg catalog). A metadata file never changes

@@ -149,7 +149,7 @@ def _spark_rows(spark: SparkSession, table: str, where: Mapping[str, Any]) -> li
     reader = spark.read.format("iceberg")
     if kept is not None and kept[0] == current:
         return [dict(r) for r in kept[1]]
-    if kept is not None and _appended_since(meta, kept[0]):
+    if kept is not None and commit.descends_by(meta, kept[0], frozenset({"append"})):
         reader = reader.option("start-snapshot-id", kept[0]).option("end-snapshot-id", current)
         rows = list(kept[1])
     else:  # pinned: the rows kept are those of `current`, whatever commits meanwhile
@@ -164,14 +164,3 @@ def _spark_rows(spark: SparkSession, table: str, where: Mapping[str, Any]) -> li
             _KEPT.pop(next(iter(_KEPT)))
         _KEPT[key] = (current, rows)
     return [dict(r) for r in rows]
-
-
-def _appended_since(meta: Mapping[str, Any], snapshot_id: int) -> bool:
-    """Whether the current snapshot descends from `snapshot_id` by appends only."""
-    for summary_id, summary in commit.ancestors(meta):
-        if summary_id == snapshot_id:
-            return True
-        if summary.get("operation") != "append":
-            return False
-    return False
-
