@@ -218,6 +218,15 @@ def test_a_failed_epoch_holds_the_later_ones_until_it_is_accepted(spark, shop, t
     row = ledger_row(pyiceberg_catalog(settings), settings, 4)
     assert (row.state, row.validation) == ("closed", "passed")
     assert _stable_epoch(settings) == 2 and _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 2)
+    # nor through results.<view> (its rows and tags) or dbt (its epoch: the macro's query)
+    from cumulus.engine.results import results_table
+    from cumulus.store.commit import table_metadata
+    from cumulus.store.tables import ledger_view
+
+    results = results_table(settings, "sales")
+    assert sorted(map(tuple, spark.table(results).collect())) == _view_at(settings, "sales", 2)
+    assert not {"epoch-3", "epoch-4"} & set(table_metadata(spark, results)["refs"])
+    assert spark.sql(f"SELECT max(epoch) FROM {ledger_view(settings)} WHERE state = 'published'").first()[0] == 2
     assert _cli(shop, "epoch", "status") == 0
     status = capsys.readouterr().out
     assert "stable epoch: 2" in status and "epoch 3 failed validation and holds every later epoch" in status
