@@ -97,6 +97,11 @@ class Row:
     results_touched: int = 0  # results tables the publish updated by the groups the epoch touched
     results_whole: int = 0  # ... and rewrote whole (views without groups, LIMIT, subqueries, or a large share touched)
     results_whole_s: float = 0.0  # every results table rewritten whole again, apart: the other way, measured
+    # where the publish's results time went (cumulus.results' log): finding the touched keys,
+    # reading their rows and the MERGEs, the tables the publish rewrote whole
+    results_keys_s: float = 0.0
+    results_merge_s: float = 0.0
+    results_whole_part_s: float = 0.0
 
     @property
     def map_bytes_read(self) -> int:
@@ -214,6 +219,16 @@ def run_scale(
     plan = batch_plan(compiled)
     reader = Reader(settings)
 
+    class ResultsSeconds(logging.Handler):
+        """Keeps the last publish's breakdown of its results time (write_results' log)."""
+        last: dict = {}
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if hasattr(record, "results_seconds"):
+                ResultsSeconds.last = record.results_seconds
+
+    logging.getLogger("cumulus.results").addHandler(ResultsSeconds())
+
     def publish(epoch: int) -> float:
         """Publish the closed epoch as a passing validation does (write-audit-publish:
         cumulus/engine/publish.py): its ledger row, results.<view> of every view, the
@@ -264,6 +279,7 @@ def run_scale(
         epoch_s = time.perf_counter() - t
         commits, jobs = commit_count(spark, tables) - commits, jobs_started(spark) - jobs
         publish_s = publish(epoch)
+        parts = dict(ResultsSeconds.last)
         updates = list(results_updates(spark, settings, epoch).values())
         whole_s = rewrite_results(epoch)
         load_avg = os.getloadavg()[0]
@@ -298,7 +314,8 @@ def run_scale(
                         round(compact_s, 2), int(compact_read), round(duckdb_s, 3), commits, jobs,
                         len(views), len(compiled.checked.maps), round(load_avg, 2), round(publish_s, 2),
                         updates.count("touched") + updates.count("unchanged"), updates.count("whole"),
-                        round(whole_s, 2)))
+                        round(whole_s, 2), round(parts.get("keys", 0), 2), round(parts.get("merge", 0), 2),
+                        round(parts.get("whole", 0), 2)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
@@ -349,8 +366,9 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
         "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch "
-        "| results by touched groups / whole | results all whole s (apart) | all whole / epoch |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|:--:|---:|---:|",
+        "| results by touched groups / whole | of which keys / rows+MERGE / whole s "
+        "| results all whole s (apart) | all whole / epoch |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|:--:|:--:|---:|---:|",
     ]
     every = COMPACTION_RATIO / args.fraction
     for r in rows:
@@ -359,7 +377,9 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
             f"{r.duckdb_s:.2f} | {r.ratio:.2f} | {r.commits} | {r.spark_jobs} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
             f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} | "
-            f"{r.results_touched} / {r.results_whole} | {r.results_whole_s:.2f} | {r.results_whole_s / r.epoch_s:.2f} |"
+            f"{r.results_touched} / {r.results_whole} | "
+            f"{r.results_keys_s:.1f} / {r.results_merge_s:.1f} / {r.results_whole_part_s:.1f} | "
+            f"{r.results_whole_s:.2f} | {r.results_whole_s / r.epoch_s:.2f} |"
         )
     lines += ["", f"Base compaction: the close appends each epoch's net changes to base.* and compacts a "
               f"table once its layers exceed {COMPACTION_RATIO:g} of its rows, about every "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -178,21 +179,26 @@ def _merge(spark: SparkSession, table: str, rows: DataFrame, outputs: tuple[str,
 
 def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str,
                     groups: tuple[tuple[str, ...], Restriction], since: int, snapshots: list[int], epoch: int,
-                    meta: Mapping[str, object]) -> int | None:
+                    meta: Mapping[str, object], seconds: Counter[str]) -> int | None:
     """Update results.<view> from epoch `since` to `epoch` by the groups touched between
     (module doc); the number of groups, or None (nothing written) when they are more than
-    `results_touched_share` of the table's rows."""
+    `results_touched_share` of the table's rows. `seconds`: adds the time spent finding
+    the keys ("keys") and reading and merging their rows ("merge")."""
     outputs, restriction = groups
+    started = time.perf_counter()
     keys = _touched(spark, settings, restriction, since, snapshots).cache()
     try:
         count = keys.count()
+        seconds["keys"] += time.perf_counter() - started
         if count > settings.results_touched_share * max(_live_rows(meta), 1):
             return None
         if count:
+            started = time.perf_counter()
             keys.createOrReplaceTempView("__touched")
             sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
             with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
                 _merge(spark, results_table(settings, view), spark.sql(sql), outputs)
+            seconds["merge"] += time.perf_counter() - started
         return count
     finally:
         keys.unpersist()
@@ -222,6 +228,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
     how: dict[str, str] = {}
     touched_rows = 0
+    seconds: Counter[str] = Counter()  # where the time went: keys, merge (touched), whole
     for view in due:
         if view.name not in compiled.views:
             continue
@@ -233,11 +240,13 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
         groups = view_groups(compiled.views[view.name], compiled.checked.maps)
         if (snapshots is not None and meta is not None and groups is not None and (view.added_epoch or 0) <= since
                 and shows_epoch(meta, since)):
-            count = _update_touched(spark, settings, compiled, view.name, groups, since, snapshots, epoch, meta)
+            count = _update_touched(spark, settings, compiled, view.name, groups, since, snapshots, epoch, meta,
+                                    seconds)
             if count is not None:
                 how[view.name] = "touched"
                 touched_rows += count
         if view.name not in how:
+            whole_started = time.perf_counter()
             frame = spark.sql(view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False))
             writer = frame.writeTo(table).options(**commit.write_options({UPDATE: "whole", commit.EPOCH: epoch}))
             if meta is not None and spark.table(table).schema == frame.schema:
@@ -248,15 +257,18 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
                     writer = writer.tableProperty(name, value)
                 writer.createOrReplace()
             how[view.name] = "whole"
+            seconds["whole"] += time.perf_counter() - whole_started
         spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
     fault_point("publish.after-results")
     marker = f"{settings.catalog}.{RESULTS}.{_MARKER}"
     spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
     spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
     counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "kept")}
-    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups, %d rewritten whole, %d kept",
-             epoch, len(how), time.perf_counter() - started, counts["touched"], touched_rows, counts["whole"],
-             counts["kept"])
+    seconds["total"] = time.perf_counter() - started
+    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s, rows and MERGE "
+             "%.1f s), %d rewritten whole (%.1f s), %d kept", epoch, len(how), seconds["total"], counts["touched"],
+             touched_rows, seconds["keys"], seconds["merge"], counts["whole"], seconds["whole"], counts["kept"],
+             extra={"results_seconds": dict(seconds)})
     return how
 
 
