@@ -118,10 +118,14 @@ class Row:
         return self.recompute_s / self.epoch_s if self.epoch_s else float("inf")
 
 
-def bench_views(which: str) -> dict[str, str]:
-    if which == "bench":
-        return VIEWS
-    return {p.stem: p.read_text() for folder in CORPUS for p in sorted(folder.glob("*.sql"))}
+def bench_views(which: str, only: list[str] | None = None) -> dict[str, str]:
+    views = VIEWS if which == "bench" else {p.stem: p.read_text() for folder in CORPUS for p in sorted(folder.glob("*.sql"))}
+    if only:
+        unknown = sorted(set(only) - set(views))
+        if unknown:
+            raise SystemExit(f"--only: no such view(s) {', '.join(unknown)} in --views {which}")
+        views = {name: views[name] for name in only}
+    return views
 
 
 def commit_count(spark, tables: list[str]) -> int:
@@ -196,7 +200,7 @@ def run_scale(
     from cumulus.store.home import init_home
     from cumulus.store.ledger import ledger_row
     from cumulus.store.lock import catalog_lock
-    from cumulus.store.maintenance import home_tables
+    from cumulus.store.maintenance import existing_tables
 
     t = time.perf_counter()
     manifest = generate(scale, 1 + epochs, fraction, work / f"stream-sf{scale}", seed)
@@ -270,7 +274,7 @@ def run_scale(
     rows: list[Row] = []
     for epoch in range(2, epochs + 2):
         events, ingest_s = ingest(epoch)
-        tables = home_tables(spark, settings)
+        tables = existing_tables(spark, settings)
         commits, jobs = commit_count(spark, tables), jobs_started(spark)
         t = time.perf_counter()
         for priority in sorted(manifest.sources.values()):  # source id = priority
@@ -333,6 +337,8 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
     which = (f"views: {', '.join(VIEWS)} (demo/views and a lineitem-orders join)" if args.views == "bench"
              else f"views: the whole TPC-H view corpus ({rows[0].views if rows else '?'} views, "
              f"{rows[0].maps if rows else '?'} maps)")
+    if getattr(args, "only", None):
+        which = f"views: {', '.join(args.only)} of the {args.views} set ({rows[0].maps if rows else '?'} maps)"
     lines = [
         "# Incremental epoch vs. recomputation",
         "",
@@ -454,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", default="4g", help="Spark driver memory (local mode: executors too)")
     parser.add_argument("--views", choices=("bench", "corpus"), default="bench",
                         help="the three bench views, or the whole TPC-H view corpus")
+    parser.add_argument("--only", nargs="+", metavar="VIEW", help="these views of the set alone (by file stem)")
     parser.add_argument("--name", default=None, help="report file stem (default: epoch_vs_recompute[_corpus])")
     parser.add_argument("--report-only", action="store_true", help="re-render the report from the saved JSON")
     args = parser.parse_args(argv)
@@ -481,7 +488,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
 
         for scale in args.scales:
             r, load = run_scale(scale, args.epochs, args.fraction, args.work, args.master, args.seed, args.memory,
-                                bench_views(args.views), on_epoch=save)
+                                bench_views(args.views, args.only), on_epoch=save)
             rows += r
             loads.append(load)
     plot(rows, args.out / f"{args.name}.png")

@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from cumulus.store.tables import tables_of
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 VIEWS = sorted((REPO / "demo" / "views").glob("*.sql"))
@@ -60,11 +62,9 @@ def wait_applied(catalog, settings, paths: list[str], timeout: float) -> bool:
     metadata every 0.1 s instead of two scans, which on 2 cores took CPU from the engine
     being measured."""
     from cumulus.engine.apply import apply_records
-    from cumulus.store.maps import maps_table
     from cumulus.store.rows import read_rows
-    from cumulus.store.tables import files_table
 
-    watched = [t.split(".", 1)[1] for t in (maps_table(settings), files_table(settings))]  # PyIceberg drops the catalog
+    watched = [t.split(".", 1)[1] for t in (tables_of(settings).maps, tables_of(settings).files)]  # PyIceberg drops the catalog
     seen = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -73,7 +73,7 @@ def wait_applied(catalog, settings, paths: list[str], timeout: float) -> bool:
             time.sleep(0.1)
             continue
         seen = current
-        rows = [r for r in read_rows(catalog, files_table(settings)) if r["path"] in paths]
+        rows = [r for r in read_rows(catalog, tables_of(settings).files) if r["path"] in paths]
         batches = {r["batch_id"] for r in rows if r["status"] == "ingested"}  # a duplicate changes nothing
         if len({r["path"] for r in rows if r["status"] in ("ingested", "duplicate")}) == len(paths):
             taken = set()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from cumulus.config import Settings, check_home, load_settings
 from cumulus.errors import CumulusError, ExitCode, NoSuchTableError, NotFoundError
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,10 +107,10 @@ class Engine:
 
         from cumulus.engine.registry import batch_plan, compile_registered
         from cumulus.store.commit import table_metadata
-        from cumulus.store.registry import live, registry, views_table
+        from cumulus.store.registry import live, registry
 
         try:
-            state = table_metadata(self.spark, views_table(self.settings)).get("current-snapshot-id")
+            state = table_metadata(self.spark, tables_of(self.settings).registry).get("current-snapshot-id")
         except (Py4JJavaError, NoSuchTableError):  # no view was ever added: the table does not exist
             state = None
         if self._compiled is None or state is None or self._compiled[0] != state:

@@ -20,9 +20,9 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ReadError
-from cumulus.store.maps import ENTRIES, key_slots, value_slot
+from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.rows import scan_arrow
-from cumulus.store.tables import MAPS, tag_name
+from cumulus.store.tables import tables_of, tag_name
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Reader:
         rebuild that made them this program's."""
         from cumulus.store.maps import PROGRAM, PROGRAM_SINCE
 
-        table = self.catalog.load_table(f"{MAPS}.{ENTRIES}")
+        table = self.catalog.load_table(tables_of(self.settings).maps.pyiceberg)
         mark, since = table.properties.get(PROGRAM), table.properties.get(PROGRAM_SINCE)
         current = table.current_snapshot()
         empty = current is None or current.summary is None or int(current.summary["total-records"] or 0) == 0

@@ -32,7 +32,8 @@ from cumulus.sql.frontend import bind_view
 from cumulus.sql.mapsql import view_sql
 from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewColumn, ViewPlan
-from cumulus.store.maps import ENTRIES, key_slots, value_slot
+from cumulus.store.maps import key_slots, value_slot
+from cumulus.store.tables import ENTRIES
 
 MAPS_SOURCE = "cumulus_maps"
 META_SOURCE = "cumulus"

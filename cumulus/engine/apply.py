@@ -35,9 +35,9 @@ from cumulus.store.commit import EPOCH, Snapshot, snapshots, table_metadata, wri
 from cumulus.store.files import Batch, committed_batches
 from cumulus.store.ledger import check_in_order, ledger_rows
 from cumulus.store.lock import apply_lock
-from cumulus.store.maps import delta_columns, entries_columns, maps_table, versioned
+from cumulus.store.maps import delta_columns, entries_columns, versioned
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import META, ddl_type, ensure_table, events_table, qualified
+from cumulus.store.tables import ddl_type, ensure_table, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -144,12 +144,8 @@ def _utc(at: dt.datetime | None) -> dt.datetime | None:
     return at.astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def applies_table(settings: Settings) -> str:
-    return qualified(settings, META, "applies")
-
-
 def ensure_applies_table(spark: SparkSession, settings: Settings) -> None:
-    ensure_table(spark, applies_table(settings), APPLIES_COLUMNS)
+    ensure_table(spark, tables_of(settings).applies, APPLIES_COLUMNS)
 
 
 def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
@@ -158,11 +154,11 @@ def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = N
     not appended (the apply stopped in between)."""
     where = {"epoch": epoch} if epoch is not None else None
     latest: dict[str, ApplyRecord] = {}
-    for record in map(ApplyRecord.from_row, read_rows(spark, applies_table(settings), where)):
+    for record in map(ApplyRecord.from_row, read_rows(spark, tables_of(settings).applies, where)):
         if record.batch_id not in latest or record.status == "done":
             latest[record.batch_id] = record
     try:
-        commits = snapshots(spark, maps_table(settings))
+        commits = snapshots(spark, tables_of(settings).maps)
     except NoSuchTableError:  # no view registered yet
         commits = []
     for snap in commits:
@@ -178,7 +174,7 @@ def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = N
 def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
     """Append the record's current state: an append commits in a fraction of a MERGE's
     time, and apply_records keeps the latest state per batch."""
-    local_frame(spark, [record.as_row()], ddl_type(APPLIES_COLUMNS)).writeTo(applies_table(settings)).append()
+    local_frame(spark, [record.as_row()], ddl_type(APPLIES_COLUMNS)).writeTo(tables_of(settings).applies).append()
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -189,7 +185,7 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
 
 def batch_commit(spark: SparkSession, settings: Settings, batch_id: str) -> Snapshot | None:
     """The commit of an apply, repair or back-fill batch in maps.entries (None: not yet)."""
-    mine = [s for s in snapshots(spark, maps_table(settings)) if s.summary.get(APPLY_BATCH) == batch_id]
+    mine = [s for s in snapshots(spark, tables_of(settings).maps) if s.summary.get(APPLY_BATCH) == batch_id]
     return mine[-1] if mine else None
 
 
@@ -205,7 +201,7 @@ def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
 
 def map_state(spark: SparkSession, settings: Settings, snapshot: int | None) -> DataFrame:
     """The maps as of a snapshot of maps.entries (a map's rows; an entry is their sum)."""
-    return read_at(spark, maps_table(settings), snapshot)
+    return read_at(spark, tables_of(settings).maps, snapshot)
 
 
 def batch_events(
@@ -220,7 +216,7 @@ def batch_events(
     from pyspark.sql import functions as F
 
     def read(rel: str) -> DataFrame:
-        df = read_at(spark, events_table(settings, rel), record.events_snapshots.get(rel))
+        df = read_at(spark, tables_of(settings).events(rel), record.events_snapshots.get(rel))
         df = df.where(F.col("batch_id").isin(record.ingest_batches))
         if record.kind == "apply":
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
@@ -295,12 +291,12 @@ def _new_record(
     if not batches:
         return None
     # Read after the manifest: every snapshot holds the events of the batches found.
-    events_snaps = {rel: current_snapshot_id(spark, events_table(settings, rel)) for rel in plan.order}
+    events_snaps = {rel: current_snapshot_id(spark, tables_of(settings).events(rel)) for rel in plan.order}
     return ApplyRecord(
         batch_id=f"apply-{epoch}-{source_id}-{uuid.uuid4().hex[:12]}",
         kind="apply", epoch=epoch, source_id=source_id, status="started",
         ingest_batches=sorted(b.batch_id for b in batches), events_snapshots=events_snaps,
-        read_snapshot=pin if pin is not None else current_snapshot_id(spark, maps_table(settings)),
+        read_snapshot=pin if pin is not None else current_snapshot_id(spark, tables_of(settings).maps),
         seq_max=max((b.seq_max or 0) for b in batches), started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
@@ -323,7 +319,7 @@ def write_deltas(
     if mine is not None:
         log.info("epoch %d source %d: maps already hold batch %s", record.epoch, record.source_id, record.batch_id)
     else:
-        table = maps_table(settings)
+        table = tables_of(settings).maps
         if deltas is None:
             rows = local_frame(spark, [], spark.table(table).schema)
         else:

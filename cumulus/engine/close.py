@@ -68,8 +68,8 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, maps_table, mark_program
-from cumulus.store.tables import AUDIT, STABLE, base_table
+from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, mark_program
+from cumulus.store.tables import AUDIT, STABLE, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -185,7 +185,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             fault_point("close.after-derived")
         with steps("fold"):
             folds = fold_epoch(spark, settings, epoch)
-        bases = [base_table(settings, r.name) for r in plan.checked.schema.base]
+        bases = [tables_of(settings).base(r.name) for r in plan.checked.schema.base]
         steps.writes_from_commits("fold", bases, FOLDED_EPOCH, epoch)
         fault_point("close.after-fold")
         if rebuild is not None:
@@ -204,7 +204,7 @@ def close_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch:
             fault_point("close.after-refresh")
         with steps("compact_maps"):
             compacted = compact_maps(spark, settings, epoch, when_due=True)
-        maps = maps_table(settings)
+        maps = tables_of(settings).maps
         if compacted:  # (a rebuild's commit is marked compacted through N too; it is not this step's)
             steps.writes_from_commits("compact_maps", [maps], COMPACTED_THROUGH, epoch)
         fault_point("close.after-compact")

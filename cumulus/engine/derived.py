@@ -30,7 +30,8 @@ from cumulus.engine.apply import (
 )
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.sql.mapsql import plan_sql
-from cumulus.store.maps import COMPACTED_SOURCE, maps_table, summed
+from cumulus.store.maps import COMPACTED_SOURCE, summed
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,7 +127,7 @@ def derive_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     )
     deltas = None
     if batch_commit(spark, settings, record.batch_id) is None:
-        rows = spark.table(maps_table(settings))
+        rows = spark.table(tables_of(settings).maps)
         deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch))
     record_written(record, write_deltas(spark, settings, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)

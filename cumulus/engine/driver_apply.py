@@ -28,9 +28,9 @@ from cumulus.m3.ast import MapRef
 from cumulus.m3.interpreter import Event, Interpreter, coerce
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.store.catalog import shared_catalog
-from cumulus.store.maps import key_slots, maps_table, value_slot
+from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.rows import scan_arrow
-from cumulus.store.tables import events_table, pyiceberg_name
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from cumulus.engine.apply import ApplyRecord
@@ -100,7 +100,7 @@ def _load_maps(
     import pyarrow.compute as pc
     from pyiceberg.expressions import In
 
-    scan = catalog.load_table(pyiceberg_name(maps_table(settings))).scan(row_filter=In("map", names), snapshot_id=snapshot)
+    scan = catalog.load_table(tables_of(settings).maps.pyiceberg).scan(row_filter=In("map", names), snapshot_id=snapshot)
     tasks = list(scan.plan_files())
     stored = sum(t.file.record_count for t in tasks)
     if stored > settings.apply_local_rows:
@@ -133,7 +133,7 @@ def _events(
     snapshot = record.events_snapshots.get(rel)
     if snapshot is None:
         return []
-    table = catalog.load_table(pyiceberg_name(events_table(settings, rel)))
+    table = catalog.load_table(tables_of(settings).events(rel).pyiceberg)
     where = And(EqualTo("epoch", record.epoch), EqualTo("source_id", record.source_id))
     rows = scan_arrow(table.scan(row_filter=where, snapshot_id=snapshot), read_bytes=read_bytes)
     mine = rows.filter(pc.is_in(rows["batch_id"], value_set=pa.array(record.ingest_batches))).sort_by("seq")

@@ -37,12 +37,11 @@ from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
     entries_columns,
-    maps_table,
     program_mark,
     summed,
     versioned,
 )
-from cumulus.store.tables import base_table
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -79,7 +78,7 @@ def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, ep
 
 def base_rows(spark: SparkSession, settings: Settings, plan: BatchPlan) -> int:
     """The rows of the base tables the program reads (from their metadata, no Spark job)."""
-    return sum(total_records(table_metadata(spark, base_table(settings, rel))) for rel in plan.order)
+    return sum(total_records(table_metadata(spark, tables_of(settings).base(rel))) for rel in plan.order)
 
 
 def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -176,8 +175,8 @@ def evaluate_from_base(
         reader = spark.read.format("iceberg")
         if tag is not None:
             reader = reader.option("tag", tag)
-        events[rel] = reader.load(base_table(settings, rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-    nothing = spark.table(maps_table(settings)).where(F.lit(False))
+        events[rel] = reader.load(tables_of(settings).base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+    nothing = spark.table(tables_of(settings).maps).where(F.lit(False))
     values = evaluate_batch(plan, events, nothing, from_empty=True)
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
         values = without_statistics(values) if values is not None else None
@@ -197,7 +196,7 @@ def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, rec
     if mine is None:
         started = time.perf_counter()
         values = evaluate_from_base(spark, settings, plan)
-        table = maps_table(settings)
+        table = tables_of(settings).maps
         rows = spark.table(table)
         version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
         kept = rows.where(F.col("epoch") > record.epoch)

@@ -24,12 +24,12 @@ from cumulus.store.maps import (
     SPARK_DDL,
     VALUE_TYPES,
     key_slots,
-    maps_table,
     negated,
     summed,
     unversioned,
     value_slot,
 )
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,6 +126,6 @@ def _delta(spark: SparkSession, settings: Settings, view: FullView, rows: DataFr
         F.lit(info.name).alias("map"), *values,
         *(F.col(f"`{name}`").cast(SPARK_DDL[t]).alias(slot) for slot, name, t in zip(slots, info.key_names,
                                                                                        info.key_types, strict=True)))
-    stored = unversioned(spark.table(maps_table(settings)).where(F.col("map") == info.name)).select(
+    stored = unversioned(spark.table(tables_of(settings).maps).where(F.col("map") == info.name)).select(
         "map", *(value_slot(t) for t in VALUE_TYPES), *slots)
     return summed(fresh.unionByName(negated(stored)))

@@ -28,7 +28,8 @@ from cumulus.engine.apply import (
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.faults import fault_point
 from cumulus.store.commit import Snapshot, snapshots, table_metadata
-from cumulus.store.maps import maps_table, negated, summed, unversioned
+from cumulus.store.maps import negated, summed, unversioned
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,9 +63,9 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     repaired = 0
     records = apply_records(spark, settings, epoch)
     fixes = {r.batch_id: r for r in records if r.kind == "repair" and r.status == "done"}
-    history = snapshots(spark, maps_table(settings))
+    history = snapshots(spark, tables_of(settings).maps)
     by_id = {s.snapshot_id: s for s in history}
-    order = _commit_order(by_id, table_metadata(spark, maps_table(settings)).get("current-snapshot-id"))
+    order = _commit_order(by_id, table_metadata(spark, tables_of(settings).maps).get("current-snapshot-id"))
     batches = sorted((r for r in records if r.kind == "apply" and r.status == "done" and r.written_snapshot in order),
                      key=lambda r: order[r.written_snapshot])
     earlier: list[DataFrame] = []  # the corrections of the batches before, in commit order
@@ -122,4 +123,4 @@ def _appended(spark: SparkSession, settings: Settings, snap: Snapshot) -> DataFr
     reader = spark.read.format("iceberg").option("end-snapshot-id", snap.snapshot_id)
     if snap.parent_id is not None:
         reader = reader.option("start-snapshot-id", snap.parent_id)
-    return reader.load(maps_table(settings))
+    return reader.load(tables_of(settings).maps)

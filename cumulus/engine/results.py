@@ -36,8 +36,8 @@ from cumulus.sql.mapsql import Restriction, quote, view_sql
 from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewPlan
 from cumulus.store import commit
-from cumulus.store.maps import COMPACTED_THROUGH, key_slots, maps_table
-from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tag_name
+from cumulus.store.maps import COMPACTED_THROUGH, key_slots
+from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tables_of, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,12 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.results")
 
 _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch every results table shows
-_MARKER = "_published"
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
-
-
-def results_table(settings: Settings, view: str) -> str:
-    return f"{settings.catalog}.{RESULTS}.{quote(view)}"
 
 
 def results_epoch(spark: SparkSession, settings: Settings) -> int:
@@ -59,7 +54,7 @@ def results_epoch(spark: SparkSession, settings: Settings) -> int:
     if not settings.results_tables:
         return 1 << 62
     try:
-        props = commit.table_metadata(spark, f"{settings.catalog}.{RESULTS}.{_MARKER}").get("properties", {})
+        props = commit.table_metadata(spark, tables_of(settings).results_marker).get("properties", {})
     except Exception:  # noqa: BLE001 - no marker yet
         return 0
     return int(props.get(_DONE_THROUGH, 0))
@@ -136,7 +131,7 @@ def _touched(spark: SparkSession, settings: Settings, groups: Restriction, since
 
     parts = []
     for snap in snapshots:
-        rows = spark.read.format("iceberg").option("snapshot-id", snap).load(maps_table(settings))
+        rows = spark.read.format("iceberg").option("snapshot-id", snap).load(tables_of(settings).maps)
         for name, pairs in groups.slots.items():
             parts.append(rows.where((F.col("map") == name) & (F.col("epoch") > since))
                          .select(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs)))
@@ -197,7 +192,7 @@ def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilati
             keys.createOrReplaceTempView("__touched")
             sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
             with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-                _merge(spark, results_table(settings, view), spark.sql(sql), outputs)
+                _merge(spark, tables_of(settings).results(view), spark.sql(sql), outputs)
             seconds["merge"] += time.perf_counter() - started
         return count
     finally:
@@ -223,7 +218,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     due = [v for v in live(rows) if (v.added_epoch or 0) <= epoch]
     compiled = compile_registered(load_home_schema(settings), rows, settings.sql_dialect)
     since = results_epoch(spark, settings)
-    maps_meta = commit.table_metadata(spark, maps_table(settings))
+    maps_meta = commit.table_metadata(spark, tables_of(settings).maps)
     snapshots = delta_snapshots(maps_meta, since, epoch) if mode == "auto" and 0 < since < epoch else None
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
     how: dict[str, str] = {}
@@ -232,7 +227,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     for view in due:
         if view.name not in compiled.views:
             continue
-        table = results_table(settings, view.name)
+        table = tables_of(settings).results(view.name)
         meta = commit.table_metadata(spark, table) if spark.catalog.tableExists(table) else None
         if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
             how[view.name] = "kept"  # a retry after a crash: this one was written
@@ -260,7 +255,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
             seconds["whole"] += time.perf_counter() - whole_started
         spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
     fault_point("publish.after-results")
-    marker = f"{settings.catalog}.{RESULTS}.{_MARKER}"
+    marker = tables_of(settings).results_marker
     spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
     spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
     counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "kept")}
@@ -280,7 +275,7 @@ def results_updates(spark: SparkSession, settings: Settings, epoch: int) -> dict
 
     found = {}
     for view in live(registry(spark, settings)):
-        table = results_table(settings, view.name)
+        table = tables_of(settings).results(view.name)
         if not spark.catalog.tableExists(table):
             continue
         meta = commit.table_metadata(spark, table)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.sql.estimate import Statistics
-from cumulus.store.tables import base_table, tag_name
+from cumulus.store.tables import tables_of, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,7 +26,7 @@ def base_statistics(spark: SparkSession, settings: Settings, columns: Mapping[st
     distinct: dict[tuple[str, str], int] = {}
     for rel, cols in columns.items():
         cols = sorted(set(cols))
-        frame = spark.read.format("iceberg").option("tag", tag_name(epoch)).load(base_table(settings, rel))
+        frame = spark.read.format("iceberg").option("tag", tag_name(epoch)).load(tables_of(settings).base(rel))
         got = frame.agg(F.coalesce(F.sum("mult"), F.lit(0)).alias("__rows"),
                         *(F.approx_count_distinct(c).alias(c) for c in cols)).first()
         rows[rel] = int(got["__rows"])

@@ -51,7 +51,7 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import ensure_maps_table, maps_table
+from cumulus.store.maps import ensure_maps_table
 from cumulus.store.registry import (
     DROPPED,
     FULL,
@@ -65,7 +65,7 @@ from cumulus.store.registry import (
     live,
     registry,
 )
-from cumulus.store.tables import AUDIT, STABLE, tag_name
+from cumulus.store.tables import AUDIT, STABLE, tables_of, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -157,15 +157,15 @@ def add_view(
             log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), written, closed)
         if closed is not None:
             # The closed epoch's tag and ledger row now name the snapshot with the back-fill.
-            snap = current_snapshot_id(spark, maps_table(settings))
-            spark.sql(f"ALTER TABLE {maps_table(settings)} CREATE OR REPLACE TAG `{tag_name(closed)}` AS OF VERSION {snap}")
+            snap = current_snapshot_id(spark, tables_of(settings).maps)
+            spark.sql(f"ALTER TABLE {tables_of(settings).maps} CREATE OR REPLACE TAG `{tag_name(closed)}` AS OF VERSION {snap}")
             row = ledger_row(spark, settings, closed)
-            if row is not None and row.snapshots.get(maps_table(settings)) != snap:
-                transition(spark, settings, closed, row.state, snapshots={**row.snapshots, maps_table(settings): snap})
-            move_branch(spark, {maps_table(settings): snap}, AUDIT)
+            if row is not None and row.snapshots.get(tables_of(settings).maps) != snap:
+                transition(spark, settings, closed, row.state, snapshots={**row.snapshots, tables_of(settings).maps: snap})
+            move_branch(spark, {tables_of(settings).maps: snap}, AUDIT)
             shown = stable_epoch(settings, ledger_rows(spark, settings))
             if shown is not None and shown.epoch == closed:  # else the view is stable once that epoch is published
-                move_branch(spark, {maps_table(settings): snap}, STABLE)
+                move_branch(spark, {tables_of(settings).maps: snap}, STABLE)
         carry_mark(spark, settings, previous, compiled.program)
         create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
         append_row(spark, settings, replace(new, added_epoch=closed or 0,
@@ -240,7 +240,6 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     from pyspark.sql import functions as F
 
     from cumulus.engine.publish import view_names
-    from cumulus.engine.results import results_table
 
     ensure_views_table(spark, settings)
     with catalog_lock(settings, f"view drop {name}"):
@@ -257,7 +256,7 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
         shared = sorted(needed_maps(everything, [name], {}) & set(kept))
         unneeded = sorted(set(everything.checked.maps) - set(kept))  # of this view and of any dropped before
         removed: list[str] = []
-        table = maps_table(settings)
+        table = tables_of(settings).maps
         if unneeded and spark.catalog.tableExists(table):
             present = spark.table(table).where(F.col("map").isin(unneeded)).select("map").distinct().collect()
             removed = sorted(r["map"] for r in present)
@@ -268,6 +267,6 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
             carry_mark(spark, settings, previous, compile_registered(schema, rows, settings.sql_dialect).program)
         for target in view_names(settings, name):
             spark.sql(f"DROP VIEW IF EXISTS {target}")
-        spark.sql(f"DROP TABLE IF EXISTS {results_table(settings, name)}")  # its rows as a table, gone with it
+        spark.sql(f"DROP TABLE IF EXISTS {tables_of(settings).results(name)}")  # its rows as a table, gone with it
         log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))
         return Dropped(name, removed, shared, registered)

@@ -60,10 +60,8 @@ from cumulus.store.lock import catalog_lock
 from cumulus.store.quarantine import next_id
 from cumulus.store.tables import (
     attach_catalog,
-    base_table,
     events_columns,
-    events_table,
-    quarantine_table,
+    tables_of,
 )
 
 if TYPE_CHECKING:
@@ -257,9 +255,9 @@ def _ingest_new(
         if not any(r["__relation"] == rel.name and r["__reason"] is None and r["__op"] < 0 for r in stats):
             continue
         done = folded_through(spark, settings, rel.name)
-        events = spark.table(events_table(settings, rel.name)).where(F.col("epoch") > done)
+        events = spark.table(tables_of(settings).events(rel.name)).where(F.col("epoch") > done)
         rejected = not_alive(
-            relation_rows(passes[rel.name], rel), rel, spark.table(base_table(settings, rel.name)), events
+            relation_rows(passes[rel.name], rel), rel, spark.table(tables_of(settings).base(rel.name)), events
         ).persist()
         for r in rejected.groupBy("__file").count().collect():
             dead_counts[(r["__file"], rel.name)] = r["count"]
@@ -329,7 +327,7 @@ def _ingest_new(
                 F.lit(batch_id).alias("batch_id"),
             )
             assert tuple(events.columns) == tuple(n for n, _ in events_columns(rel))
-            writer = events.writeTo(events_table(settings, rel.name))
+            writer = events.writeTo(tables_of(settings).events(rel.name))
             for key, value in commit.write_options(props).items():
                 writer = writer.option(key, value)
             writer.append()
@@ -433,7 +431,7 @@ def _write_quarantine(
             F.lit(now).cast("timestamp").alias("ingested_at"),
         )
     )
-    writer = rows.writeTo(quarantine_table(settings))
+    writer = rows.writeTo(tables_of(settings).quarantine)
     for key, value in commit.write_options(props).items():
         writer = writer.option(key, value)
     writer.append()

@@ -33,6 +33,7 @@ from typing import Any
 
 from cumulus.config import PipelineConfig, Settings
 from cumulus.errors import ConfigError, EpochOrderError, NoSuchSourceError, StoreError
+from cumulus.store.tables import tables_of
 
 OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = "open", "applied", "closed", "published", "failed-validation"
 SEALED = (APPLIED, CLOSED, PUBLISHED, FAILED)
@@ -108,9 +109,8 @@ def taken_paths(reader, settings: Settings) -> set[str]:
     """Paths of every file ingestion has taken (ingested, or a duplicate of a taken one)."""
     from cumulus.store.files import DUPLICATE, INGESTED
     from cumulus.store.rows import read_rows
-    from cumulus.store.tables import files_table
 
-    rows = read_rows(reader, files_table(settings))
+    rows = read_rows(reader, tables_of(settings).files)
     return {r["path"] for r in rows if r["path"] and r["status"] in (INGESTED, DUPLICATE)}
 
 
@@ -217,12 +217,11 @@ def late_entries(reader, settings: Settings, cfg: PipelineConfig, epoch: int) ->
     `carried` entry per late folder of an earlier epoch whose files this epoch took."""
     from cumulus.store.files import INGESTED
     from cumulus.store.rows import read_rows
-    from cumulus.store.tables import files_table
 
     plan = plan_epoch(reader, settings, cfg, epoch)
     rows, _ = ledger_state(reader, settings)
     earlier = late_folders(rows.values(), before=epoch)
-    here = [r["path"] for r in read_rows(reader, files_table(settings), {"epoch": epoch, "status": INGESTED})]
+    here = [r["path"] for r in read_rows(reader, tables_of(settings).files, {"epoch": epoch, "status": INGESTED})]
     waited = cfg.late_timeout.total_seconds()
     entries = []
     for work in plan.sources:

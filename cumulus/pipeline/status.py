@@ -20,6 +20,7 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import CumulusError
+from cumulus.store.tables import tables_of
 
 TIMING_KEYS = ("apply_s", "repair_s", "fold_s", "compact_maps_s", "tag_s")
 
@@ -142,8 +143,6 @@ def view_statuses(
     from cumulus.engine.publish import stable_epoch
     from cumulus.read import At
     from cumulus.store.ledger import ledger_rows
-    from cumulus.store.maps import ENTRIES
-    from cumulus.store.tables import MAPS
 
     now = now or dt.datetime.now(dt.UTC)
     versions = table_versions(catalog, settings) if versions is None else versions
@@ -156,7 +155,7 @@ def view_statuses(
     stable = stable_epoch(settings, rows)  # the latest published epoch (write-audit-publish)
     closed_at = stable.closed_at if stable else None
     # Every map is in maps.entries: the views are as fresh as its latest commit.
-    newest = _memo(("fresh", settings.home, versions.get(f"{MAPS}.{ENTRIES}")), lambda: _newest_commit(catalog))
+    newest = _memo(("fresh", settings.home, versions.get(tables_of(settings).maps.pyiceberg)), lambda: _newest_commit(catalog, settings))
     counts: dict[str, int | str] = {}
     if stable is not None:
         keys = {name: ("rows", settings.home, name, plan.sql, stable.epoch) for name, plan in compiled.views.items()}
@@ -189,13 +188,12 @@ def view_statuses(
 def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
     from cumulus.store.catalog import shared_catalog
     from cumulus.store.ledger import ledger_rows, open_epoch
-    from cumulus.store.tables import files_table, ledger_log_table, pyiceberg_name
 
     if catalog is None:
         catalog = shared_catalog(settings)
     versions = table_versions(catalog, settings)
-    ledger_key = ("ledger", settings.home, versions.get(pyiceberg_name(ledger_log_table(settings))),
-                  versions.get(pyiceberg_name(files_table(settings))))
+    ledger_key = ("ledger", settings.home, versions.get(tables_of(settings).ledger_log.pyiceberg),
+                  versions.get(tables_of(settings).files.pyiceberg))
     rows = _memo(ledger_key, lambda: ledger_rows(catalog, settings))
     return {
         "home": str(settings.home),
@@ -248,11 +246,9 @@ def table_versions(catalog, settings: Settings) -> dict[str, str]:
 def _reader(catalog, settings: Settings, versions: dict[str, str]):
     """A Reader whose compiled views are kept while the registry keeps its version."""
     from cumulus.read import Reader
-    from cumulus.store.registry import views_table
-    from cumulus.store.tables import pyiceberg_name
 
     reader = Reader(settings, catalog)
-    key = ("compiled", settings.home, versions.get(pyiceberg_name(views_table(settings))))
+    key = ("compiled", settings.home, versions.get(tables_of(settings).registry.pyiceberg))
     if key[2] is not None and key in _MEMO:
         reader.__dict__["compilation"] = _MEMO[key]
     elif key[2] is not None:
@@ -263,9 +259,6 @@ def _reader(catalog, settings: Settings, versions: dict[str, str]):
     return reader
 
 
-def _newest_commit(catalog) -> dt.datetime | None:
-    from cumulus.store.maps import ENTRIES
-    from cumulus.store.tables import MAPS
-
-    snap = catalog.load_table(f"{MAPS}.{ENTRIES}").current_snapshot()
+def _newest_commit(catalog, settings) -> dt.datetime | None:
+    snap = catalog.load_table(tables_of(settings).maps.pyiceberg).current_snapshot()
     return dt.datetime.fromtimestamp(snap.timestamp_ms / 1000, dt.UTC) if snap is not None else None

@@ -20,8 +20,8 @@ from cumulus.quality.facts import MapFacts
 from cumulus.schema import STRING, Relation
 from cumulus.spark.local import local_frame
 from cumulus.sql.sqltext import spark_literal
-from cumulus.store.maps import VALUE_TYPES, key_slots, key_type, maps_table, value_slot
-from cumulus.store.tables import base_table, events_table, tag_name
+from cumulus.store.maps import VALUE_TYPES, key_slots, key_type, value_slot
+from cumulus.store.tables import tables_of, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -75,7 +75,7 @@ def maps_frame(
     maps = list(maps)
     if not maps:
         return local_frame(spark, [], MAPS_SCHEMA)
-    tagged = at_tag(spark, maps_table(settings), epoch).where(F.col("map").isin([m.name for m in maps]))
+    tagged = at_tag(spark, tables_of(settings).maps, epoch).where(F.col("map").isin([m.name for m in maps]))
     have = set(tagged.columns)
     users: dict[str, list[str]] = {}  # slot -> the maps with a key in it
     types: dict[str, str] = {}  # slot -> its M3 type
@@ -130,9 +130,9 @@ def base_frame(
 
     parts = []
     for r in relations:
-        rows = base_rows(spark, base_table(settings, r.name), list(r.column_names), tag_name(epoch), live=False)
+        rows = base_rows(spark, tables_of(settings).base(r.name), list(r.column_names), tag_name(epoch), live=False)
         if touched:
-            changed = spark.table(events_table(settings, r.name)).where(F.col("epoch") == epoch)
+            changed = spark.table(tables_of(settings).events(r.name)).where(F.col("epoch") == epoch)
             rows = _touched(rows, changed, list(r.column_names))
         parts.append(rows.select(
             F.lit(r.name).alias("relation"),
@@ -148,7 +148,7 @@ def events_frame(spark: SparkSession, settings: Settings, relations: Iterable[Re
     from pyspark.sql import functions as F
 
     parts = [
-        spark.table(events_table(settings, r.name))
+        spark.table(tables_of(settings).events(r.name))
         .where(F.col("epoch") == epoch)
         .select(F.lit(r.name).alias("relation"), "op", "epoch", "source_id", "seq", "batch_id")
         for r in relations

@@ -41,6 +41,7 @@ from cumulus.quality.summary import (
 )
 from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_row, ledger_rows, transition
 from cumulus.store.ledger import FAILED as FAILED_STATE
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -189,9 +190,7 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
-    from cumulus.store.maps import maps_table
     from cumulus.store.registry import live, registry
-    from cumulus.store.tables import base_table
 
     schema = load_home_schema(settings)
     rows = registry(spark, settings)
@@ -201,8 +200,8 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
     facts = map_facts(compilation) if compilation else {}
     sharing = compilation.sharing() if compilation else {}
     due_maps = [m for m in facts if set(sharing.get(m, ())) & set(due)]
-    tables = {maps_table(settings): "maps"} if due_maps else {}
-    tables.update({base_table(settings, r.name): "base" for r in schema.relations})
+    tables = {tables_of(settings).maps: "maps"} if due_maps else {}
+    tables.update({tables_of(settings).base(r.name): "base" for r in schema.relations})
     catalog = pyiceberg_catalog(settings)
     tags = {t: _tag_snapshot(catalog, t, epoch) for t in tables}
     return Scope(
@@ -210,8 +209,8 @@ def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
         compilation=compilation,
         views=due,
         skipped_views=[v.name for v in views if v.added_epoch > epoch],
-        maps=[facts[m] for m in due_maps if tags[maps_table(settings)] is not None],
-        relations=[r for r in schema.relations if tags[base_table(settings, r.name)] is not None],
+        maps=[facts[m] for m in due_maps if tags[tables_of(settings).maps] is not None],
+        relations=[r for r in schema.relations if tags[tables_of(settings).base(r.name)] is not None],
         tables=tables,
         tags=tags,
         skipped_maps=[m for m in facts if m not in due_maps],

@@ -30,8 +30,8 @@ from cumulus.errors import NotFoundError, ViewSQLError
 from cumulus.m3.validate import MapInfo
 from cumulus.sql.readtime import Finish, order_sql, to_sql, view_key
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
-from cumulus.store.maps import ENTRIES, key_slots, value_slot
-from cumulus.store.tables import MAPS, tag_name
+from cumulus.store.maps import key_slots, value_slot
+from cumulus.store.tables import ENTRIES, MAPS, tag_name
 
 
 def tag_of(version: int | str | None) -> str | None:

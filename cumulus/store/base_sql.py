@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import DEFAULT_DIALECT, Settings
 from cumulus.schema import Relation, Schema
-from cumulus.store.tables import base_table
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,7 +36,7 @@ def register_expanded_base(
     for rel in relations.base if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)
         tag = tag_name(epoch) if at_tag else None
-        rows = base_rows(spark, base_table(settings, rel.name), list(rel.column_names), tag)
+        rows = base_rows(spark, tables_of(settings).base(rel.name), list(rel.column_names), tag)
         expand(rows, rel.column_names).createOrReplaceTempView(name)
         names.append(name)
     return names

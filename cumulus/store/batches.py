@@ -27,7 +27,7 @@ from cumulus.config import Settings
 from cumulus.schema import Schema
 from cumulus.store import commit
 from cumulus.store.files import ROLLED_BACK, FileEntry, append_entries, known_batch_ids
-from cumulus.store.tables import events_table, files_table, quarantine_table
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,11 +55,11 @@ def incomplete_batches(
     manifest's own commits carry their batch ids, so only a batch none of them names
     (one whose manifest commit has expired, or an incomplete one) costs a lookup."""
     pending: dict[str, PendingBatch] = {}
-    tables = [events_table(settings, r.name) for r in schema.relations]
-    tables.append(quarantine_table(settings))
+    tables = [tables_of(settings).events(r.name) for r in schema.relations]
+    tables.append(tables_of(settings).quarantine)
     history = {table: commit.snapshots(spark, table) for table in tables}
     found = {s.summary.get(commit.BATCH_ID) for snaps in history.values() for s in snaps} - {None}
-    known = {s.summary.get(key) for s in commit.snapshots(spark, files_table(settings))
+    known = {s.summary.get(key) for s in commit.snapshots(spark, tables_of(settings).files)
              for key in (commit.BATCH_ID, commit.ROLLBACK_OF)}
     if found - known:
         known |= known_batch_ids(spark, settings, found - known)

@@ -21,7 +21,7 @@ from cumulus.config import Settings
 from cumulus.spark.local import local_frame
 from cumulus.store.commit import write_options
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import FILES_COLUMNS, ddl_type, files_table
+from cumulus.store.tables import FILES_COLUMNS, ddl_type, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,7 +82,7 @@ def append_entries(
 ) -> None:
     """One commit of manifest rows, marked with `props` in the snapshot summary."""
     df = local_frame(spark, [astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
-    writer = df.coalesce(1).writeTo(files_table(settings))
+    writer = df.coalesce(1).writeTo(tables_of(settings).files)
     for key, value in write_options(props).items():
         writer = writer.option(key, value)
     writer.append()
@@ -95,7 +95,7 @@ def taken(spark: SparkSession, settings: Settings, checksums: Iterable[str]) -> 
     wanted = set(checksums)
     if not wanted:
         return {}
-    return {r["checksum"]: r for r in read_rows(spark, files_table(settings), {"status": INGESTED}) if r["checksum"] in wanted}
+    return {r["checksum"]: r for r in read_rows(spark, tables_of(settings).files, {"status": INGESTED}) if r["checksum"] in wanted}
 
 
 def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable[str]) -> set[str]:
@@ -105,14 +105,14 @@ def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable
     wanted = sorted(set(batch_ids))
     if not wanted:
         return set()
-    rows = spark.table(files_table(settings)).where(F.col("batch_id").isin(wanted)).select("batch_id").distinct().collect()
+    rows = spark.table(tables_of(settings).files).where(F.col("batch_id").isin(wanted)).select("batch_id").distinct().collect()
     return {r.batch_id for r in rows}
 
 
 def next_seq(spark: SparkSession, settings: Settings, epoch: int, source_id: int) -> int:
     """The first seq free for (epoch, source): after every range the manifest reserved.
     (The rows read are those committed_batches reads for the epoch: one kept read.)"""
-    rows = read_rows(spark, files_table(settings), {"status": INGESTED, "epoch": epoch})
+    rows = read_rows(spark, tables_of(settings).files, {"status": INGESTED, "epoch": epoch})
     ends = [r["seq_max"] for r in rows if r["source_id"] == source_id and r["seq_max"] is not None]
     return max(ends) + 1 if ends else 0
 
@@ -127,7 +127,7 @@ def committed_batches(
     if source is not None:
         where["source"] = source
     groups: dict[str, list[dict]] = {}
-    for row in read_rows(reader, files_table(settings), where):
+    for row in read_rows(reader, tables_of(settings).files, where):
         groups.setdefault(row["batch_id"], []).append(row)
     batches = []
     for batch_id, rows in groups.items():
@@ -167,7 +167,7 @@ def _relation_events(rows: list[dict]) -> dict[str, int] | None:
 def epoch_counts(reader: Reader, settings: Settings, epoch: int) -> dict[str, int]:
     """Counts of an epoch's input from the manifest: events (rows accepted), rejected,
     files (ingested), duplicates, batches (committed)."""
-    rows = read_rows(reader, files_table(settings), {"epoch": epoch})
+    rows = read_rows(reader, tables_of(settings).files, {"epoch": epoch})
     ingested = [r for r in rows if r["status"] == INGESTED]
     return {
         "events": sum(r["rows_accepted"] or 0 for r in ingested),

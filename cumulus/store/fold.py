@@ -44,7 +44,7 @@ from cumulus.store.batches import recover_incomplete_batches
 from cumulus.store.home import load_home_schema
 from cumulus.store.ledger import OPEN, ledger_row
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import attach_catalog, base_table, events_table
+from cumulus.store.tables import attach_catalog, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -77,7 +77,7 @@ def folded_through(spark: SparkSession, settings: Settings, relation: str) -> in
     """The last epoch folded into base.<relation> (0: none)."""
     epochs = [
         int(s.summary[commit.FOLDED_EPOCH])
-        for s in commit.snapshots(spark, base_table(settings, relation))
+        for s in commit.snapshots(spark, tables_of(settings).base(relation))
         if commit.FOLDED_EPOCH in s.summary
     ]
     return max(epochs, default=0)
@@ -170,11 +170,11 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
     from pyspark.sql import functions as F
 
     done = folded_through(spark, settings, rel.name)
-    target = base_table(settings, rel.name)
+    target = tables_of(settings).base(rel.name)
     if done >= epoch:
         log.info("base.%s: already folded through epoch %d, skipped", rel.name, done)
         return FoldResult(rel.name, False, done + 1, epoch, 0, None)
-    events = events_table(settings, rel.name)
+    events = tables_of(settings).events(rel.name)
     if not any(done < int(s.summary.get(commit.EPOCH, -1)) <= epoch for s in commit.snapshots(spark, events)):
         # Every events row is written by an ingest commit marked with its epoch: none in
         # the range, no events, so no Spark job.
@@ -222,7 +222,7 @@ def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: 
     compacted (0: nothing done)."""
     from pyspark.sql import functions as F
 
-    target = base_table(settings, rel.name)
+    target = tables_of(settings).base(rel.name)
     state = layers(spark, target)
     if state.rows == 0 or (ratio is not None and state.rows <= ratio * max(state.compacted_rows, 1)):
         return 0

@@ -36,7 +36,12 @@ from cumulus.spark.local import local_frame
 from cumulus.store.commit import commit_properties
 from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
-from cumulus.store.tables import LEDGER_COLUMNS, attach_catalog, ddl_type, ledger_log_table
+from cumulus.store.tables import (
+    LEDGER_COLUMNS,
+    attach_catalog,
+    ddl_type,
+    tables_of,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -114,7 +119,7 @@ def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | No
 def _log_rows(reader: Reader, settings: Settings, where: Mapping[str, Any] | None = None) -> list[LedgerRow]:
     if is_spark(reader):
         attach_catalog(reader, settings)
-    return [LedgerRow.from_row(r) for r in read_rows(reader, ledger_log_table(settings), where)]
+    return [LedgerRow.from_row(r) for r in read_rows(reader, tables_of(settings).ledger_log, where)]
 
 
 def _latest(revisions: list[LedgerRow]) -> list[LedgerRow]:
@@ -137,7 +142,7 @@ def open_epoch(rows: list[LedgerRow], settings: Settings) -> int:
     open_epochs = [r.epoch for r in rows if r.state == OPEN]
     if not open_epochs:
         raise StoreError(
-            f"no open epoch in {ledger_log_table(settings)}: initialize the home first "
+            f"no open epoch in {tables_of(settings).ledger_log}: initialize the home first "
             f"(cumulus --home {settings.home} init --schema SCHEMA.sql)"
         )
     if len(open_epochs) > 1:
@@ -247,7 +252,7 @@ def _append(
     """One append commit: the rows supersede the earlier revisions of their epochs."""
     df = local_frame(spark, [r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
     with commit_properties(spark, props):
-        df.writeTo(ledger_log_table(settings)).append()
+        df.writeTo(tables_of(settings).ledger_log).append()
 
 
 def compact_ledger(spark: SparkSession, settings: Settings) -> int:
@@ -263,7 +268,7 @@ def compact_ledger(spark: SparkSession, settings: Settings) -> int:
         if dropped:
             df = local_frame(spark, [r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
             with commit_properties(spark, {"cumulus.ledger-compacted": len(latest)}):
-                df.writeTo(ledger_log_table(settings)).overwrite(F.lit(True))
+                df.writeTo(tables_of(settings).ledger_log).overwrite(F.lit(True))
         return dropped
 
 

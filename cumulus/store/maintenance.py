@@ -37,8 +37,13 @@ from cumulus.store.commit import table_metadata
 from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
 from cumulus.store.lock import catalog_lock
-from cumulus.store.maps import compact_maps, maps_table
-from cumulus.store.tables import NAMESPACES, RESULTS, attach_catalog, base_table, ledger_log_table
+from cumulus.store.maps import compact_maps
+from cumulus.store.tables import (
+    NAMESPACES,
+    RESULTS,
+    attach_catalog,
+    tables_of,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,7 +67,7 @@ class TableReport:
     seconds: float = 0.0
 
 
-def home_tables(spark: SparkSession, settings: Settings) -> list[str]:
+def existing_tables(spark: SparkSession, settings: Settings) -> list[str]:
     """Every Iceberg table of the home, qualified (catalog.namespace.table), the results
     tables included (their touched-group MERGEs leave delete files to fold)."""
     attach_catalog(spark, settings)
@@ -134,11 +139,11 @@ def maintain(
     from cumulus.store.ledger import DONE, compact_ledger, ledger_rows
 
     catalog = settings.catalog
-    bases = {base_table(settings, r.name): r for r in load_home_schema(settings).relations}
+    bases = {tables_of(settings).base(r.name): r for r in load_home_schema(settings).relations}
     reports = []
     with catalog_lock(settings, "maintenance"):
         closed = max((r.epoch for r in ledger_rows(spark, settings) if r.state in DONE), default=None)
-        every = home_tables(spark, settings)
+        every = existing_tables(spark, settings)
         cutoff = retention_cutoff(spark, settings, retain_for, now)
         stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         for table in tables or every:
@@ -150,9 +155,9 @@ def maintain(
             rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = log_rows = 0
             if compact and table in bases:
                 layer_rows = compact_base(spark, settings, bases[table])
-            if compact and table == maps_table(settings) and closed is not None:
+            if compact and table == tables_of(settings).maps and closed is not None:
                 delta_rows = compact_maps(spark, settings, closed)
-            if compact and table == ledger_log_table(settings):
+            if compact and table == tables_of(settings).ledger_log:
                 log_rows = compact_ledger(spark, settings)
             if layer_rows or delta_rows or log_rows:
                 state = _State.of(spark, table, cutoff, retain_last)

@@ -32,7 +32,7 @@ from cumulus.m3.validate import MapInfo
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
 from cumulus.store import commit
-from cumulus.store.tables import MAPS, MERGE_ON_READ, STABLE, qualified
+from cumulus.store.tables import MERGE_ON_READ, STABLE, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cumulus.maps")
 
-ENTRIES = "entries"
 VERSION_COLUMNS = (("epoch", "BIGINT"), ("source_id", "INT"), ("seq", "BIGINT"))
 VALUE_TYPES = ("int", "float", "decimal")
 COMPACTED_SOURCE = 0  # source_id of the rows a compaction writes
@@ -75,10 +74,6 @@ def value_type(info: MapInfo) -> DataType:
     return key_type(info.type)
 
 
-def maps_table(settings: Settings) -> str:
-    return qualified(settings, MAPS, ENTRIES)
-
-
 def key_slot(i: int, type_: str) -> str:
     return f"k{i}_{type_}"
 
@@ -106,14 +101,14 @@ PROGRAM_SINCE = "cumulus.program-since"
 def program_mark(reader: Any, settings: Settings) -> tuple[str | None, int | None, int]:
     """(the fingerprint the maps were written with, the first epoch holding them, the
     rows of maps.entries now); (None, None, rows) for a home written before marks."""
-    meta = commit.table_metadata(reader, maps_table(settings))
+    meta = commit.table_metadata(reader, tables_of(settings).maps)
     props = meta.get("properties") or {}
     since = props.get(PROGRAM_SINCE)
     return props.get(PROGRAM), (int(since) if since else None), commit.total_records(meta)
 
 
 def mark_program(spark: SparkSession, settings: Settings, fingerprint: str, since: int) -> None:
-    spark.sql(f"ALTER TABLE {maps_table(settings)} SET TBLPROPERTIES "
+    spark.sql(f"ALTER TABLE {tables_of(settings).maps} SET TBLPROPERTIES "
               f"('{PROGRAM}' = '{fingerprint}', '{PROGRAM_SINCE}' = '{since}')")
 
 
@@ -121,7 +116,7 @@ def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[Ma
     """Create `maps.entries` if missing (with one empty snapshot, so it can be read and
     tagged before its first delta) and add the key slots `maps` need that it lacks. True
     when it was created."""
-    table = maps_table(settings)
+    table = tables_of(settings).maps
     created = not spark.catalog.tableExists(table)
     if created:
         cols = ", ".join(f"`{c}` {t}" for c, t in fixed_columns())
@@ -228,7 +223,7 @@ def versioned(rows: DataFrame, columns: Sequence[tuple[str, DataType]], version:
 
 
 def entries_columns(spark: SparkSession, settings: Settings) -> list[tuple[str, DataType]]:
-    return [(f.name, f.dataType) for f in spark.table(maps_table(settings)).schema.fields]
+    return [(f.name, f.dataType) for f in spark.table(tables_of(settings).maps).schema.fields]
 
 
 @dataclass(frozen=True)
@@ -265,7 +260,7 @@ def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_
     The caller holds the catalog lock. Returns the delta rows compacted (0: none)."""
     from pyspark.sql import functions as F
 
-    table = maps_table(settings)
+    table = tables_of(settings).maps
     state = map_rows_in(commit.table_metadata(spark, table), through)
     due = state.pending > max(settings.map_compaction_ratio * state.compacted_rows, settings.map_compaction_min_rows)
     if state.pending == 0 or (when_due and not due):

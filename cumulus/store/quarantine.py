@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import quarantine_table
+from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -20,7 +20,7 @@ def next_id(spark: SparkSession, settings: Settings) -> int:
     """The first free quarantine id (call under the catalog lock)."""
     from pyspark.sql import functions as F
 
-    row = spark.table(quarantine_table(settings)).agg(F.max("id").alias("m")).first()
+    row = spark.table(tables_of(settings).quarantine).agg(F.max("id").alias("m")).first()
     return 1 if row is None or row.m is None else int(row.m) + 1
 
 
@@ -37,10 +37,10 @@ def list_rows(
     for name, value in (("epoch", epoch), ("source", source), ("reason", reason), ("batch_id", batch_id)):
         if value is not None:
             where[name] = value
-    rows = read_rows(reader, quarantine_table(settings), where)
+    rows = read_rows(reader, tables_of(settings).quarantine, where)
     return sorted(rows, key=lambda r: r["id"])
 
 
 def get_row(reader: Reader, settings: Settings, qid: int) -> dict[str, Any] | None:
-    rows = read_rows(reader, quarantine_table(settings), {"id": qid})
+    rows = read_rows(reader, tables_of(settings).quarantine, {"id": qid})
     return rows[0] if rows else None

@@ -13,7 +13,7 @@ from cumulus.config import Settings
 from cumulus.errors import NotFoundError
 from cumulus.spark.local import local_frame
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import META, ddl_type, ensure_table, qualified
+from cumulus.store.tables import ddl_type, ensure_table, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,19 +44,15 @@ class RegisteredView:
     columns: str | None = None  # FULL: sql.full.FullView's JSON (cumulus.engine.registry.full_view)
 
 
-def views_table(settings: Settings) -> str:
-    return qualified(settings, META, "views")
-
-
 def ensure_views_table(spark: SparkSession, settings: Settings) -> None:
-    ensure_table(spark, views_table(settings), VIEWS_COLUMNS)
+    ensure_table(spark, tables_of(settings).registry, VIEWS_COLUMNS)
 
 
 def registry(reader: Reader, settings: Settings) -> list[RegisteredView]:
     """Every row of the registry in registration order ([] before the first `view add`):
     the views ever added, and a `dropped` row for each view dropped since."""
     try:
-        rows = read_rows(reader, views_table(settings))
+        rows = read_rows(reader, tables_of(settings).registry)
     except Exception as exc:  # the table does not exist yet
         if "not found" in str(exc).lower() or "NoSuchTable" in type(exc).__name__ or "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
             return []
@@ -88,7 +84,7 @@ def is_registered(rows: list[RegisteredView], name: str) -> bool:
 
 def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
     """Append a row to the registry (a view added, or the `dropped` row of one)."""
-    local_frame(spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(views_table(settings)).append()
+    local_frame(spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(tables_of(settings).registry).append()
 
 
 def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:

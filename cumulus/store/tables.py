@@ -11,12 +11,15 @@
     maps.*              the engine's maps (the namespace is created here)
 
 Every name is qualified with the settings' catalog (`cumulus.events.orders`), so one
-Spark session can work on several homes (`attach_catalog`).
+Spark session can work on several homes (`attach_catalog`). `tables_of(settings)` is the
+home's tables by role (`.maps`, `.ledger_log`, `.events(rel)`, `.results(view)`, ...):
+each a `Table`, its qualified name as a string, with its parts and its PyIceberg name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
 
 EVENTS, BASE, MAPS, META = "events", "base", "maps", "cumulus"
 VIEWS, VIEWS_STABLE = "views", "views_stable"  # the registered views as catalog views: fresh, stable
-RESULTS = "results"  # each view's rows at the stable epoch as a plain Iceberg table (engine/publish.py)
+RESULTS = "results"  # each view's rows at the stable epoch as a plain Iceberg table (engine/results.py)
+ENTRIES = "entries"  # maps.entries: every map in one table (cumulus/store/maps.py)
 NAMESPACES = (EVENTS, BASE, MAPS, META)
 STABLE = "stable"  # the branch of every table at the stable (published) epoch
 AUDIT = "audit"  # the branch of every table at the latest closed epoch, validated before it is published
@@ -113,47 +117,107 @@ LEDGER_COLUMNS: tuple[tuple[str, str], ...] = (
 RESERVED = frozenset(name for name, _ in EVENT_COLUMNS + BASE_COLUMNS)
 
 
-def qualified(settings: Settings, namespace: str, name: str) -> str:
-    return f"{settings.catalog}.{namespace}.{name}"
+class Table(str):
+    """One Iceberg table of a home. The string is its qualified Spark name (catalog.
+    namespace.table; `quoted`: the table in backticks, for names users choose freely),
+    which SQL text and the DataFrame API take as it is; its parts are kept, so nothing
+    splits the name again."""
+
+    catalog: str
+    namespace: str
+    name: str
+    quoted: bool
+
+    def __new__(cls, catalog: str, namespace: str, name: str, quoted: bool = False) -> Table:
+        last = "`" + name.replace("`", "``") + "`" if quoted else name
+        table = super().__new__(cls, f"{catalog}.{namespace}.{last}")
+        table.catalog, table.namespace, table.name, table.quoted = catalog, namespace, name, quoted
+        return table
+
+    def __reduce__(self):  # pickled (a Spark closure, a worker) as its parts, not as the string
+        return Table, (self.catalog, self.namespace, self.name, self.quoted)
+
+    @property
+    def pyiceberg(self) -> str:
+        """The name PyIceberg loads it by (namespace.table: the catalog is PyIceberg's own)."""
+        return f"{self.namespace}.{self.name}"
+
+
+@dataclass(frozen=True)
+class HomeTables:
+    """Every table of a home by its role, the one place their names are made
+    (`tables_of(settings)`)."""
+
+    catalog: str
+
+    def _table(self, namespace: str, name: str, quoted: bool = False) -> Table:
+        return Table(self.catalog, namespace, name, quoted)
+
+    def events(self, relation: str) -> Table:
+        return self._table(EVENTS, relation)
+
+    def base(self, relation: str) -> Table:
+        return self._table(BASE, relation)
+
+    def results(self, view: str) -> Table:
+        """A view's rows at each published epoch (cumulus/engine/results.py)."""
+        return self._table(RESULTS, view, quoted=True)
+
+    @property
+    def maps(self) -> Table:
+        """Every map's entries (cumulus/store/maps.py)."""
+        return self._table(MAPS, ENTRIES)
+
+    @property
+    def files(self) -> Table:
+        return self._table(META, "files")
+
+    @property
+    def quarantine(self) -> Table:
+        return self._table(META, "quarantine")
+
+    @property
+    def ledger_log(self) -> Table:
+        """The ledger's storage: append-only, one row per change of an epoch's row."""
+        return self._table(META, "ledger_log")
+
+    @property
+    def ledger(self) -> Table:
+        """The ledger as people read it (SQL, dbt): each epoch's latest row of the log (a view)."""
+        return self._table(META, "ledger")
+
+    @property
+    def registry(self) -> Table:
+        """The registered views (cumulus/store/registry.py)."""
+        return self._table(META, "views")
+
+    @property
+    def applies(self) -> Table:
+        """One row per apply (cumulus/engine/apply.py)."""
+        return self._table(META, "applies")
+
+    @property
+    def results_marker(self) -> Table:
+        """The epoch every results table shows, as a property (cumulus/engine/results.py)."""
+        return self._table(RESULTS, "_published")
+
+
+def tables_of(settings: Settings) -> HomeTables:
+    """The tables of the settings' home."""
+    return HomeTables(settings.catalog)
 
 
 def pyiceberg_name(table: str) -> str:
     """A qualified Spark name (catalog.namespace.table) as PyIceberg names it: the
     catalog dropped."""
-    return table.split(".", 1)[1]
-
-
-def events_table(settings: Settings, relation: str) -> str:
-    return qualified(settings, EVENTS, relation)
-
-
-def base_table(settings: Settings, relation: str) -> str:
-    return qualified(settings, BASE, relation)
-
-
-def files_table(settings: Settings) -> str:
-    return qualified(settings, META, "files")
-
-
-def quarantine_table(settings: Settings) -> str:
-    return qualified(settings, META, "quarantine")
-
-
-def ledger_log_table(settings: Settings) -> str:
-    """The ledger's storage: append-only, one row per change of an epoch's row."""
-    return qualified(settings, META, "ledger_log")
-
-
-def ledger_view(settings: Settings) -> str:
-    """The ledger as people read it (SQL, dbt): each epoch's latest row of the log."""
-    return qualified(settings, META, "ledger")
+    return table.pyiceberg if isinstance(table, Table) else table.split(".", 1)[1]
 
 
 def ledger_view_sql(settings: Settings) -> str:
     columns = ", ".join(f"`{name}`" for name, _ in LEDGER_COLUMNS)
     return (
         f"SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY epoch ORDER BY revision DESC) "
-        f"AS latest FROM {ledger_log_table(settings)}) WHERE latest = 1"
+        f"AS latest FROM {tables_of(settings).ledger_log}) WHERE latest = 1"
     )
 
 
@@ -201,25 +265,25 @@ def create_statements(settings: Settings, schema: Schema) -> list[str]:
     stmts = [f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{ns}" for ns in NAMESPACES]
     for rel in schema.relations:
         stmts.append(
-            f"CREATE TABLE IF NOT EXISTS {events_table(settings, rel.name)} "
+            f"CREATE TABLE IF NOT EXISTS {tables_of(settings).events(rel.name)} "
             f"({ddl_type(events_columns(rel))}) USING iceberg PARTITIONED BY (epoch) "
             # Each task appends its own files: a batch is all in one epoch partition.
             + _PROPERTIES.format(extra=", 'write.distribution-mode' = 'none'")
         )
         stmts.append(
-            f"CREATE TABLE IF NOT EXISTS {base_table(settings, rel.name)} "
+            f"CREATE TABLE IF NOT EXISTS {tables_of(settings).base(rel.name)} "
             f"({ddl_type(base_columns(rel))}) USING iceberg " + _PROPERTIES.format(extra=", " + MERGE_ON_READ)
         )
     for name, cols in (
-        (files_table(settings), FILES_COLUMNS),
-        (quarantine_table(settings), QUARANTINE_COLUMNS),
-        (ledger_log_table(settings), LEDGER_COLUMNS),
+        (tables_of(settings).files, FILES_COLUMNS),
+        (tables_of(settings).quarantine, QUARANTINE_COLUMNS),
+        (tables_of(settings).ledger_log, LEDGER_COLUMNS),
     ):
         stmts.append(
             f"CREATE TABLE IF NOT EXISTS {name} ({ddl_type(cols)}) USING iceberg "
             + _PROPERTIES.format(extra="")
         )
-    stmts.append(f"CREATE VIEW IF NOT EXISTS {ledger_view(settings)} AS {ledger_view_sql(settings)}")
+    stmts.append(f"CREATE VIEW IF NOT EXISTS {tables_of(settings).ledger} AS {ledger_view_sql(settings)}")
     return stmts
 
 

@@ -43,6 +43,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cumulus.store.tables import tables_of
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "tests")]
@@ -270,14 +272,11 @@ def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
     from oracle import DuckOracle, alive_after
     from pyiceberg.expressions import EqualTo
 
-    from cumulus.engine.apply import APPLY_BATCH, APPLY_RECORD, applies_table
+    from cumulus.engine.apply import APPLY_BATCH, APPLY_RECORD
     from cumulus.output import sort_key
     from cumulus.read import Reader
     from cumulus.schema import load_schema
     from cumulus.store.ledger import ledger_row
-    from cumulus.store.maps import maps_table
-    from cumulus.store.quarantine import quarantine_table
-    from cumulus.store.tables import events_table
 
     def short(table: str) -> str:
         return table.split(".", 1)[1]
@@ -301,7 +300,7 @@ def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
     if row is None or row.events != sum(expected.values()):
         fail(f"epoch {n}: the ledger counts {row.events if row else None} events, the stream has {sum(expected.values())}")
     for rel in schema.relations:
-        events = reader.catalog.load_table(short(events_table(settings, rel.name))).scan(
+        events = reader.catalog.load_table(short(tables_of(settings).events(rel.name))).scan(
             row_filter=EqualTo("epoch", n), selected_fields=("source_id", "seq")).to_arrow()
         distinct = len(set(zip(events["source_id"].to_pylist(), events["seq"].to_pylist(), strict=True)))
         out.duplicated += events.num_rows - distinct
@@ -311,16 +310,16 @@ def verify_epoch(settings, stream: Stream, n: int, out: Outcome) -> None:
         if events.num_rows != expected[rel.name]:
             fail(f"epoch {n}: events.{rel.name} holds {events.num_rows} rows ({distinct} distinct), "
                  f"the stream has {expected[rel.name]}")
-    quarantined = reader.catalog.load_table(short(quarantine_table(settings))).scan(
+    quarantined = reader.catalog.load_table(short(tables_of(settings).quarantine)).scan(
         row_filter=EqualTo("epoch", n)).to_arrow().num_rows
     if quarantined != stream.planted[n]:
         fail(f"epoch {n}: {quarantined} rows in quarantine, {stream.planted[n]} bad rows planted")
     # Every ingest batch of the epoch taken by one apply (or the close's rebuild): the
     # records of cumulus.applies, and those left only on a maps commit (a kill between).
     owner: dict[str, set[str]] = {}
-    applies = reader.catalog.load_table(short(applies_table(settings))).scan(row_filter=EqualTo("epoch", n)).to_arrow()
+    applies = reader.catalog.load_table(short(tables_of(settings).applies)).scan(row_filter=EqualTo("epoch", n)).to_arrow()
     records = [(r["batch_id"], r["kind"], r["status"], json.loads(r["ingest_batches"] or "[]")) for r in applies.to_pylist()]
-    for snap in reader.catalog.load_table(short(maps_table(settings))).snapshots():
+    for snap in reader.catalog.load_table(short(tables_of(settings).maps)).snapshots():
         summary = snap.summary.additional_properties if snap.summary else {}
         if APPLY_RECORD in summary:
             record = json.loads(summary[APPLY_RECORD])

@@ -21,7 +21,7 @@ from cumulus.config import load_settings, with_overrides
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
-from cumulus.engine.results import results_table, results_updates
+from cumulus.engine.results import results_updates
 from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files
@@ -32,6 +32,7 @@ from cumulus.schema import load_schema
 from cumulus.sql.derived import Maintainer
 from cumulus.store.home import init_home
 from cumulus.store.ledger import ledger_row
+from cumulus.store.tables import tables_of
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -141,7 +142,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
             assert at_tag.entries(m) == {k: v for k, v in interp.entries(m).items()}, m
         if results:  # results.<view> at the tag: the view's rows, however they were written
             for name in views:
-                table = results_table(settings, name)
+                table = tables_of(settings).results(name)
                 got = spark.sql(f"SELECT * FROM {table} VERSION AS OF 'epoch-{epoch}'").collect()
                 assert sorted(map(tuple, got), key=sort_key) == sorted(rows_read[name], key=sort_key), (name, epoch)
             updates[epoch] = list(results_updates(spark, settings, epoch).values())

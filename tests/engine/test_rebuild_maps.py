@@ -16,7 +16,8 @@ from cumulus.config import load_settings, with_overrides
 from cumulus.errors import ReadError, ViewError
 from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader
-from cumulus.store.maps import PROGRAM, PROGRAM_SINCE, maps_table
+from cumulus.store.maps import PROGRAM, PROGRAM_SINCE
+from cumulus.store.tables import tables_of
 
 DDL = ("CREATE TABLE sessions (session_id INT, user_id INT, device VARCHAR(10), started DATE, "
        "pages INT, revenue DECIMAL(12,2));\n")
@@ -52,7 +53,7 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
 
     assert epoch(1, FIRST) == [("tab let", 9.0, -4)]
     # An older compiler's wrong deltas (here: the entries of one map written twice).
-    maps = maps_table(settings)
+    maps = tables_of(settings).maps
     spark.table(maps).where("map = 'v_avg_shifted'").writeTo(maps).append()
     wrong = epoch(2, SECOND)
     assert wrong != [("tab let", 10.25 - 1.25, 1 - 2)]

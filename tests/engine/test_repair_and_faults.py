@@ -27,7 +27,7 @@ from cumulus.read import At, Reader
 from cumulus.sql.derived import Maintainer
 from cumulus.store.commit import snapshots
 from cumulus.store.ledger import APPLIED, ledger_row, transition
-from cumulus.store.maps import maps_table
+from cumulus.store.tables import tables_of
 
 pytestmark = pytest.mark.e2e
 NESTED = ("SELECT r.a, COUNT(*) AS n FROM r WHERE EXISTS (SELECT * FROM s WHERE s.b = r.b AND s.c > "
@@ -58,14 +58,14 @@ def assert_maps_at(reader, compiled, interp, at):
 
 
 def no_batch_twice(spark, settings, plan):
-    ids = [s.summary[APPLY_BATCH] for s in snapshots(spark, maps_table(settings)) if APPLY_BATCH in s.summary]
+    ids = [s.summary[APPLY_BATCH] for s in snapshots(spark, tables_of(settings).maps) if APPLY_BATCH in s.summary]
     assert len(ids) == len(set(ids)), f"a batch committed twice: {ids}"
 
 
 def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_home, tmp_path) -> None:
     settings, plan, compiled, events = simple_home
     ingest_both(spark, settings, events, tmp_path / "in")
-    before = snapshots(spark, maps_table(settings))[-1].snapshot_id
+    before = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
     apply_source(spark, settings, plan, 1, 1)  # source a: r and s
     apply_source(spark, settings, plan, 1, 2, pin=before)  # source b read the state before a's commit
     reader = Reader(settings)
@@ -92,7 +92,7 @@ def test_a_close_that_fails_between_repairs_resumes_them(spark, simple_home, tmp
     repaired once."""
     settings, plan, compiled, events = simple_home
     first, second = events[:80], events[80:]
-    before = snapshots(spark, maps_table(settings))[-1].snapshot_id
+    before = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
     ingest_both(spark, settings, first, tmp_path / "e1")
     apply_source(spark, settings, plan, 1, 1)
     apply_source(spark, settings, plan, 1, 2, pin=before)
@@ -211,12 +211,11 @@ def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple
     and no batch applied twice."""
     from cumulus.store.ledger import CLOSED, DONE, ledger_rows
     from cumulus.store.rows import read_rows
-    from cumulus.store.tables import ledger_log_table
 
     settings, plan, compiled, events = simple_home
     half = len(events) // 2
     ingest_both(spark, settings, events[:half], tmp_path / "in1")
-    pinned = snapshots(spark, maps_table(settings))[-1].snapshot_id
+    pinned = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
     apply_source(spark, settings, plan, 1, 1)
     apply_source(spark, settings, plan, 1, 2, pin=pinned)
     ingest_both(spark, settings, events[half:], tmp_path / "in2")
@@ -224,7 +223,7 @@ def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple
     results = finish([start_cli(settings, "maintenance", "--retain-last", "1", "--retain-for", "0s", "--format", "json"),
                       start_cli(settings, "apply", "--source", "a"), start_cli(settings, "apply", "--source", "b")])
     assert [code for code, _, _ in results] == [0, 0, 0], results
-    kept = {s.snapshot_id for s in snapshots(spark, maps_table(settings))}
+    kept = {s.snapshot_id for s in snapshots(spark, tables_of(settings).maps)}
     assert pinned in kept, "maintenance expired the snapshot the stale batch read"
     reports = [json.loads(line) for line in results[0][1].splitlines()]  # a JSON object per line
     assert sum(r["files_rewritten"] for r in reports) > 0, reports  # it compacted beside the applies
@@ -242,7 +241,7 @@ def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple
     closed = sorted(n for n, r in rows.items() if r.state in DONE)
     assert closed == list(range(1, len(closed) + 1)) and closed, rows
     assert all(rows[n].closed_at <= rows[n + 1].closed_at for n in closed[:-1]), rows
-    revisions = read_rows(spark, ledger_log_table(settings), {"epoch": 1, "state": CLOSED})
+    revisions = read_rows(spark, tables_of(settings).ledger_log, {"epoch": 1, "state": CLOSED})
     assert len(revisions) == 1, f"epoch 1 was closed {len(revisions)} times"
     # the stale batch, and the batches after it that read its uncorrected deltas
     assert rows[1].metrics["repaired_batches"] >= 1 and rows[1].events == len(events), rows[1]

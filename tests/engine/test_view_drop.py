@@ -17,8 +17,8 @@ from cumulus.ingest.job import ingest_files
 from cumulus.output import sort_key
 from cumulus.read import Reader
 from cumulus.schema import load_schema
-from cumulus.store.maps import maps_table
 from cumulus.store.registry import registered_views
+from cumulus.store.tables import tables_of
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +39,7 @@ def run_epoch(spark, settings, events, folder, epoch: int) -> None:
 
 def map_names_on(spark, settings, version: str | None = None) -> set[str]:
     at = f" VERSION AS OF '{version}'" if version else ""
-    return {r["map"] for r in spark.sql(f"SELECT DISTINCT map FROM {maps_table(settings)}{at}").collect()}
+    return {r["map"] for r in spark.sql(f"SELECT DISTINCT map FROM {tables_of(settings).maps}{at}").collect()}
 
 
 def test_drop_removes_what_only_the_view_needed_and_the_rest_stays_exact(spark, simple_home, tmp_path) -> None:

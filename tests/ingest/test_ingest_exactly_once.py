@@ -23,7 +23,7 @@ from cumulus.store import commit
 from cumulus.store.files import DUPLICATE, INGESTED, ROLLED_BACK
 from cumulus.store.quarantine import list_rows
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import events_table, files_table
+from cumulus.store.tables import tables_of
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +74,10 @@ def crashed_batches(spark, settings) -> set[str]:
     """Batch ids in events.* snapshot summaries that the manifest does not know."""
     return {
         s.summary[commit.BATCH_ID]
-        for table in (events_table(settings, "orders"), events_table(settings, "items"))
+        for table in (tables_of(settings).events("orders"), tables_of(settings).events("items"))
         for s in commit.snapshots(spark, table)
         if commit.BATCH_ID in s.summary
-    } - {r["batch_id"] for r in read_rows(spark, files_table(settings))}
+    } - {r["batch_id"] for r in read_rows(spark, tables_of(settings).files)}
 
 
 def check_retry(spark, settings, files, first_id, crashed):
@@ -85,10 +85,10 @@ def check_retry(spark, settings, files, first_id, crashed):
     assert retry.committed and retry.recovered == sorted(crashed)
     assert state(spark, settings, first_id) == expected(first_id)
     assert [r["line"] for r in bad_rows(spark, settings, files[0])] == [7]  # quarantined once
-    manifest = read_rows(spark, files_table(settings), {"batch_id": retry.batch_id})
+    manifest = read_rows(spark, tables_of(settings).files, {"batch_id": retry.batch_id})
     assert sorted(r["status"] for r in manifest) == [INGESTED, INGESTED]
     for batch in crashed:
-        marker = read_rows(spark, files_table(settings), {"batch_id": batch})
+        marker = read_rows(spark, tables_of(settings).files, {"batch_id": batch})
         assert [r["status"] for r in marker] == [ROLLED_BACK]
 
 
@@ -175,5 +175,5 @@ def test_a_file_is_taken_once_ever(spark, home, tmp_path):
     assert [(f.path, f.status, f.duplicate_of) for f in second.files] == [(str(Path(copy).resolve()), DUPLICATE, first.batch_id)]
     assert len(second.already_taken) == 2 and "2 file(s) taken before" in second.headline()
     assert state(spark, home, 700) == expected(700)
-    manifest = read_rows(spark, files_table(home), {"batch_id": second.batch_id})
+    manifest = read_rows(spark, tables_of(home).files, {"batch_id": second.batch_id})
     assert [r["status"] for r in manifest] == [DUPLICATE]

@@ -21,7 +21,7 @@ from cumulus.store.files import REJECTED
 from cumulus.store.fold import fold_epoch
 from cumulus.store.quarantine import list_rows
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import files_table
+from cumulus.store.tables import tables_of
 
 ORDER = '{{"relation": "orders", "op": "{op}", "row": {{"o_id": {id}, "o_cust": 7, "o_total": 1.5, "o_date": "2024-01-0{id}", "o_note": "n{id}"}}}}'
 ITEM = '{{"relation": "items", "op": "{op}", "row": {{"i_order": {id}, "i_qty": 1, "i_price": 0.5, "i_gift": false}}}}'
@@ -128,7 +128,7 @@ def test_every_bad_row_is_quarantined_and_every_good_row_kept(spark, home, tmp_p
     seqs = [r["seq"] for r in items + orders]
     assert len(set(seqs)) == len(seqs)  # one version per event
 
-    manifest = {r["path"].rsplit("/", 1)[1]: r for r in read_rows(spark, files_table(home), {"batch_id": report.batch_id})}
+    manifest = {r["path"].rsplit("/", 1)[1]: r for r in read_rows(spark, tables_of(home).files, {"batch_id": report.batch_id})}
     assert {k: (v["rows_accepted"], v["rows_rejected"], v["status"]) for k, v in manifest.items()} == {
         "mixed.jsonl": (4, 7, "ingested"),
         "orders.csv": (2, 2, "ingested"),
@@ -170,7 +170,7 @@ def test_error_threshold_fails_loudly_and_applies_nothing(spark, home, tmp_path)
     assert {r: len(events(spark, home, r)) for r in ("orders", "items")} == before
     q = list_rows(spark, home, source="strict")
     assert [(r["line"], r["reason"]) for r in q] == [(3, "bad_value"), (4, "bad_value")]
-    entry = read_rows(spark, files_table(home), {"batch_id": report.batch_id})
+    entry = read_rows(spark, tables_of(home).files, {"batch_id": report.batch_id})
     assert [(e["status"], e["rows_accepted"], e["rows_rejected"]) for e in entry] == [(REJECTED, 0, 2)]
     # A refused file is not taken: offered again (e.g. after raising the threshold) it is read again.
     with pytest.raises(IngestError):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cumulus.config import Settings, load_settings
+from cumulus.store.tables import tables_of
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -75,10 +76,10 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, *, retag: 
 
     from cumulus.quality.frames import at_tag
     from cumulus.read import Reader
-    from cumulus.store.maps import entries_columns, entry_rows, map_slice, maps_table
+    from cumulus.store.maps import entries_columns, entry_rows, map_slice
 
     info = Reader(settings).compilation.checked.maps[map_name]
-    table = maps_table(settings)
+    table = tables_of(settings).maps
     rows = map_slice(at_tag(spark, table, epoch), info)
     entries = rows.groupBy(*info.key_names).agg(F.sum("value").alias("value")).where("value > 0")
     if avoid is not None:
@@ -97,9 +98,8 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, *, retag: 
 def restore_tag(spark, settings: Settings, epoch: int) -> int:
     """Move the maps table's tag epoch-N back onto the snapshot the close recorded in the ledger."""
     from cumulus.store.ledger import ledger_row
-    from cumulus.store.maps import maps_table
 
-    table = maps_table(settings)
+    table = tables_of(settings).maps
     snapshot = ledger_row(spark, settings, epoch).snapshots[table]
     spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}` AS OF VERSION {snapshot}")
     return snapshot

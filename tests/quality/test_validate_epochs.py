@@ -18,6 +18,7 @@ from qualitykit import build_shop_home, corrupt_map, data_docs_rows, job_main, r
 from cumulus.cli import main
 from cumulus.store.catalog import pyiceberg_catalog
 from cumulus.store.ledger import ledger_row
+from cumulus.store.tables import tables_of
 
 pytestmark = pytest.mark.e2e
 
@@ -219,14 +220,12 @@ def test_a_failed_epoch_holds_the_later_ones_until_it_is_accepted(spark, shop, t
     assert (row.state, row.validation) == ("closed", "passed")
     assert _stable_epoch(settings) == 2 and _stable_rows(spark, settings, "sales") == _view_at(settings, "sales", 2)
     # nor through results.<view> (its rows and tags) or dbt (its epoch: the macro's query)
-    from cumulus.engine.results import results_table
     from cumulus.store.commit import table_metadata
-    from cumulus.store.tables import ledger_view
 
-    results = results_table(settings, "sales")
+    results = tables_of(settings).results("sales")
     assert sorted(map(tuple, spark.table(results).collect())) == _view_at(settings, "sales", 2)
     assert not {"epoch-3", "epoch-4"} & set(table_metadata(spark, results)["refs"])
-    assert spark.sql(f"SELECT max(epoch) FROM {ledger_view(settings)} WHERE state = 'published'").first()[0] == 2
+    assert spark.sql(f"SELECT max(epoch) FROM {tables_of(settings).ledger} WHERE state = 'published'").first()[0] == 2
     assert _cli(shop, "epoch", "status") == 0
     status = capsys.readouterr().out
     assert "stable epoch: 2" in status and "epoch 3 failed validation and holds every later epoch" in status

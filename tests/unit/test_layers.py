@@ -110,10 +110,9 @@ READS = {
     "cumulus.store.home": {"load_home_schema"},
     "cumulus.store.ledger": {"APPLIED", "CLOSED", "DONE", "FAILED", "OPEN", "current_epoch", "ledger_row", "ledger_rows",
                              "open_epoch"},
-    "cumulus.store.maps": {"ENTRIES"},
     "cumulus.store.quarantine": {"LIST_COLUMNS", "get_row", "list_rows"},
-    "cumulus.store.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry", "views_table"},
-    "cumulus.store.tables": {"MAPS", "files_table", "ledger_log_table", "pyiceberg_name"},
+    "cumulus.store.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry"},
+    "cumulus.store.tables": {"MAPS", "tables_of", "pyiceberg_name"},  # tables_of: names, no table opened
 }
 
 
