@@ -27,11 +27,14 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.faults import fault_point
 from cumulus.m3.validate import MapInfo
+from cumulus.parallel import for_each
 from cumulus.sql.mapsql import Restriction, quote, view_sql
 from cumulus.sql.readtime import Ref
 from cumulus.sql.views import Compilation, ViewPlan
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.results")
 
 _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch every results table shows
+ViewGroups = tuple[tuple[str, ...], dict[str, tuple[tuple[str, int], ...]]]  # view_groups: outputs, slots per map
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
 
 
@@ -60,9 +64,9 @@ def results_epoch(spark: SparkSession, settings: Settings) -> int:
     return int(props.get(_DONE_THROUGH, 0))
 
 
-def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> tuple[tuple[str, ...], Restriction] | None:
+def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> ViewGroups | None:
     """How the rows of a view are found by group: (the output column of each group
-    variable, the key slots of every map it reads as a Restriction over `__touched`);
+    variable, the key slots of every map it reads: (slot, group index) pairs per map);
     None for a view whose rows are not one per group, each a function of its own groups'
     map entries (module doc)."""
     if plan.refresh != "incremental" or not plan.group or plan.bag or plan.subviews or plan.others:
@@ -89,7 +93,7 @@ def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> tuple[tuple[str,
         pairs = tuple((names[use.keys.index(g)], i) for i, g in enumerate(plan.group))
         if slots.setdefault(use.map, pairs) != pairs:
             return None
-    return tuple(outputs[i] for i in range(len(plan.group))), Restriction("`__touched`", slots)
+    return tuple(outputs[i] for i in range(len(plan.group))), slots
 
 
 def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[int] | None:
@@ -119,22 +123,27 @@ def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[
     return None  # epoch-`since` is not an ancestor (expired, or another lineage)
 
 
-def _touched(spark: SparkSession, settings: Settings, groups: Restriction, since: int, snapshots: list[int]) -> DataFrame:
-    """The distinct group keys (`__g<i>`) of the view's maps' rows of epochs after `since`
-    in the snapshots (delta_snapshots). Each snapshot is read by the `snapshot-id` option,
-    not `VERSION AS OF`: Spark 3.5 takes two time-travel reads of one table in a query for
-    the same relation (Iceberg's table compares by name), and a DISTINCT over their UNION
-    keeps one of them (measured: 1,000 keys instead of 1,569)."""
-    from functools import reduce
-
+def _deltas(spark: SparkSession, settings: Settings, maps: set[str], since: int, snapshots: list[int]) -> DataFrame:
+    """The rows of `maps` of epochs after `since` in the snapshots (delta_snapshots), read
+    once for every view (their files alone: a row's epoch prunes the rest). Each snapshot
+    is read by the `snapshot-id` option, not `VERSION AS OF`: Spark 3.5 takes two
+    time-travel reads of one table in a query for the same relation (Iceberg's table
+    compares by name), and a DISTINCT over their UNION keeps one of them (measured:
+    1,000 keys instead of 1,569)."""
     from pyspark.sql import functions as F
 
-    parts = []
-    for snap in snapshots:
-        rows = spark.read.format("iceberg").option("snapshot-id", snap).load(tables_of(settings).maps)
-        for name, pairs in groups.slots.items():
-            parts.append(rows.where((F.col("map") == name) & (F.col("epoch") > since))
-                         .select(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs)))
+    table = tables_of(settings).maps
+    parts = [spark.read.format("iceberg").option("snapshot-id", snap).load(table)
+             .where(F.col("map").isin(sorted(maps)) & (F.col("epoch") > since)) for snap in snapshots]
+    return reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _touched(deltas: DataFrame, slots: Mapping[str, tuple[tuple[str, int], ...]]) -> DataFrame:
+    """The distinct group keys (`__g<i>`) of a view's maps' delta rows."""
+    from pyspark.sql import functions as F
+
+    parts = [deltas.where(F.col("map") == name).select(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs))
+             for name, pairs in slots.items()]
     return reduce(lambda a, b: a.unionByName(b), parts).distinct()
 
 
@@ -154,17 +163,18 @@ def shows_epoch(meta: Mapping[str, object], epoch: int) -> bool:
     return tagged is not None and commit.descends_by(meta, tagged, frozenset({"replace"}))
 
 
-def _merge(spark: SparkSession, table: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
-    """Replace the touched groups' rows of `table` by `rows` (the view's rows of those
-    groups; a group without one is deleted), in one commit."""
-    rows.createOrReplaceTempView("__touched_rows")
+def _merge(spark: SparkSession, table: str, keys: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
+    """Replace the rows of the groups in the temporary view `keys` in `table` by `rows`
+    (the view's rows of those groups; a group without one is deleted), in one commit."""
+    name = f"{keys[:-1]}_rows`"
+    rows.createOrReplaceTempView(name.strip("`"))
     on = " AND ".join(f"n.{quote(c)} <=> k.`__g{i}`" for i, c in enumerate(outputs))
     columns = [quote(c) for c in rows.columns]
     key = " AND ".join(f"t.{quote(c)} <=> s.`__g{i}`" for i, c in enumerate(outputs))
     spark.sql(f"""
         MERGE INTO {table} t
-        USING (SELECT k.*, n.* FROM `__touched` k
-               LEFT JOIN (SELECT *, TRUE AS `__present` FROM `__touched_rows`) n ON {on}) s
+        USING (SELECT k.*, n.* FROM {keys} k
+               LEFT JOIN (SELECT *, TRUE AS `__present` FROM {name}) n ON {on}) s
         ON {key}
         WHEN MATCHED AND s.`__present` THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)}
         WHEN MATCHED THEN DELETE
@@ -172,29 +182,68 @@ def _merge(spark: SparkSession, table: str, rows: DataFrame, outputs: tuple[str,
     """)
 
 
-def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str,
-                    groups: tuple[tuple[str, ...], Restriction], since: int, snapshots: list[int], epoch: int,
-                    meta: Mapping[str, object], seconds: Counter[str]) -> int | None:
-    """Update results.<view> from epoch `since` to `epoch` by the groups touched between
-    (module doc); the number of groups, or None (nothing written) when they are more than
-    `results_touched_share` of the table's rows. `seconds`: adds the time spent finding
-    the keys ("keys") and reading and merging their rows ("merge")."""
-    outputs, restriction = groups
+@dataclass
+class _Written:
+    """How one view's results table was written, and where its time went."""
+
+    how: str  # touched | whole | kept
+    groups: int = 0  # touched groups
+    seconds: dict[str, float] = field(default_factory=dict)  # keys, merge, whole
+
+
+def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, epoch: int, since: int,
+                deltas: DataFrame | None, mode: str) -> _Written:
+    """Bring results.<view> to `epoch` (module doc) and tag it."""
+    from pyspark.sql import functions as F
+
+    table = tables_of(settings).results(view)
+    meta = commit.table_metadata(spark, table) if spark.catalog.tableExists(table) else None
+    if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
+        return _Written("kept")  # a retry after a crash: this one was written
+    written = None
+    groups = view_groups(compiled.views[view], compiled.checked.maps)
+    if deltas is not None and meta is not None and groups is not None and shows_epoch(meta, since):
+        written = _update_touched(spark, settings, compiled, view, groups, deltas, epoch, meta)
+    if written is None:
+        started = time.perf_counter()
+        frame = spark.sql(view_sql(compiled, view, epoch, catalog=settings.catalog, order=False))
+        writer = frame.writeTo(table).options(**commit.write_options({UPDATE: "whole", commit.EPOCH: epoch}))
+        if meta is not None and spark.table(table).schema == frame.schema:
+            writer.overwrite(F.lit(True))
+        else:  # a new view, or one dropped and added again with other columns
+            writer = writer.tableProperty("format-version", "2")
+            for name, value in MERGE_ON_READ_PROPERTIES.items():  # later MERGEs write deletes, not files
+                writer = writer.tableProperty(name, value)
+            writer.createOrReplace()
+        written = _Written("whole", seconds={"whole": time.perf_counter() - started})
+    spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+    return written
+
+
+def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, groups: ViewGroups,
+                    deltas: DataFrame, epoch: int, meta: Mapping[str, object]) -> _Written | None:
+    """Update results.<view> by the groups whose entries have delta rows in `deltas`; None
+    (nothing written) when they are more than `results_touched_share` of its rows."""
+    outputs, slots = groups
     started = time.perf_counter()
-    keys = _touched(spark, settings, restriction, since, snapshots).cache()
+    keys = _touched(deltas, slots).cache()
     try:
         count = keys.count()
-        seconds["keys"] += time.perf_counter() - started
+        seconds = {"keys": time.perf_counter() - started}
         if count > settings.results_touched_share * max(_live_rows(meta), 1):
             return None
         if count:
             started = time.perf_counter()
-            keys.createOrReplaceTempView("__touched")
+            name = f"__touched_{abs(hash(view)):x}"  # a temporary view of this view's (several run at once)
+            keys.createOrReplaceTempView(name)
+            restriction = Restriction(f"`{name}`", slots)
             sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
             with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-                _merge(spark, tables_of(settings).results(view), spark.sql(sql), outputs)
-            seconds["merge"] += time.perf_counter() - started
-        return count
+                _merge(spark, tables_of(settings).results(view), restriction.keys, spark.sql(sql), outputs)
+            seconds["merge"] = time.perf_counter() - started
+            spark.catalog.dropTempView(name)
+            spark.catalog.dropTempView(f"{name}_rows")
+        return _Written("touched", count, seconds)
     finally:
         keys.unpersist()
 
@@ -205,7 +254,6 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     "auto" (touched groups where they are cheaper), or "whole" (every table rewritten:
     the bench's other measure). Returns how each view's table was written: "touched",
     "whole" or "kept" (already at the epoch). Idempotent."""
-    from pyspark.sql import functions as F
 
     from cumulus.engine.registry import compile_registered
     from cumulus.store.home import load_home_schema
@@ -217,43 +265,29 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     rows = registry(spark, settings)
     due = [v for v in live(rows) if (v.added_epoch or 0) <= epoch]
     compiled = compile_registered(load_home_schema(settings), rows, settings.sql_dialect)
+    due = [v.name for v in due if v.name in compiled.views]
     since = results_epoch(spark, settings)
-    maps_meta = commit.table_metadata(spark, tables_of(settings).maps)
-    snapshots = delta_snapshots(maps_meta, since, epoch) if mode == "auto" and 0 < since < epoch else None
+    snapshots = None
+    if mode == "auto" and 0 < since < epoch:
+        snapshots = delta_snapshots(commit.table_metadata(spark, tables_of(settings).maps), since, epoch)
+    deltas = None
+    if snapshots is not None:  # the delta rows of every view that may be updated by its groups, read once
+        maps = {m for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps)) for m in g[1]}
+        if maps:
+            deltas = _deltas(spark, settings, maps, since, snapshots).cache()
+            deltas.count()  # read once here, not by each view's thread at the same time
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
-    how: dict[str, str] = {}
-    touched_rows = 0
-    seconds: Counter[str] = Counter()  # where the time went: keys, merge (touched), whole
-    for view in due:
-        if view.name not in compiled.views:
-            continue
-        table = tables_of(settings).results(view.name)
-        meta = commit.table_metadata(spark, table) if spark.catalog.tableExists(table) else None
-        if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
-            how[view.name] = "kept"  # a retry after a crash: this one was written
-            continue
-        groups = view_groups(compiled.views[view.name], compiled.checked.maps)
-        if (snapshots is not None and meta is not None and groups is not None and (view.added_epoch or 0) <= since
-                and shows_epoch(meta, since)):
-            count = _update_touched(spark, settings, compiled, view.name, groups, since, snapshots, epoch, meta,
-                                    seconds)
-            if count is not None:
-                how[view.name] = "touched"
-                touched_rows += count
-        if view.name not in how:
-            whole_started = time.perf_counter()
-            frame = spark.sql(view_sql(compiled, view.name, epoch, catalog=settings.catalog, order=False))
-            writer = frame.writeTo(table).options(**commit.write_options({UPDATE: "whole", commit.EPOCH: epoch}))
-            if meta is not None and spark.table(table).schema == frame.schema:
-                writer.overwrite(F.lit(True))
-            else:  # a new view, or one dropped and added again with other columns
-                writer = writer.tableProperty("format-version", "2")
-                for name, value in MERGE_ON_READ_PROPERTIES.items():  # later MERGEs write deletes, not files
-                    writer = writer.tableProperty(name, value)
-                writer.createOrReplace()
-            how[view.name] = "whole"
-            seconds["whole"] += time.perf_counter() - whole_started
-        spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+    try:
+        done = for_each(lambda v: _write_view(spark, settings, compiled, v, epoch, since, deltas, mode), due,
+                        settings.table_workers, f"epoch {epoch} results")
+    finally:
+        if deltas is not None:
+            deltas.unpersist()
+    how = {view: w.how for view, w in done.items()}
+    seconds: Counter[str] = Counter()
+    for w in done.values():
+        seconds.update(w.seconds)
+    touched_rows = sum(w.groups for w in done.values())
     fault_point("publish.after-results")
     marker = tables_of(settings).results_marker
     spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")

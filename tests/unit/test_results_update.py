@@ -85,7 +85,7 @@ def test_views_with_one_row_per_group_shown_by_its_keys(sql, outputs):
     found = _groups(sql)
     assert found is not None, sql
     assert found[0] == outputs
-    assert set(found[1].slots) == set(compile_views(SCHEMA, [("v", sql)]).views["v"].maps)
+    assert set(found[1]) == set(compile_views(SCHEMA, [("v", sql)]).views["v"].maps)
 
 
 @pytest.mark.parametrize("sql", [
