@@ -271,8 +271,10 @@ class Settings:
     # tagged epoch-N, for readers with no Cumulus code (PyIceberg, DuckDB, Trino).
     results_tables: bool = True
     # A results table is updated by the groups an epoch touched while they are at most this
-    # share of its rows, and rewritten whole above it (cumulus/engine/results.py).
+    # share of its rows and it has at least that many rows; else it is rewritten whole
+    # (cumulus/engine/results.py; bench/results/publish*.md measures both ways).
     results_touched_share: float = 0.25
+    results_touched_min_rows: int = 50_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

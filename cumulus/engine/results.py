@@ -9,12 +9,15 @@ A view's table moves from the epoch M it shows to N in one commit, one of two wa
   delta rows of epochs M+1..N (their files alone: maps.entries rows carry their epoch),
   the view's rows of those groups at N (view_sql reading those keys only), and one MERGE
   that replaces, inserts or deletes each touched group's row. Taken while the touched
-  groups are at most `results_touched_share` of the table's rows, for a view whose rows are one
+  groups are at most `results_touched_share` of the table's rows and the table has at
+  least `results_touched_min_rows` (a MERGE costs about a second however few rows it
+  changes: a small table is rewritten for less), for a view whose rows are one
   per group and found by their group columns (`view_groups`), when every entry that
   changed between the two tags has a delta row to find it by (`delta_snapshots`: not
   after a rebuild, say);
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
-  with LIMIT, subqueries or rows not keyed by group, or a large share touched.
+  with LIMIT, subqueries or rows not keyed by group, a small table or a large share
+  touched; nothing at all when no group was touched.
 
 A marker table's property (`results._published`) records the epoch every table shows,
 written after all of them: a crash between is mended by the next publish or close, and a
@@ -222,16 +225,18 @@ def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, 
 
 def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, groups: ViewGroups,
                     deltas: DataFrame, epoch: int, meta: Mapping[str, object]) -> _Written | None:
-    """Update results.<view> by the groups whose entries have delta rows in `deltas`; None
-    (nothing written) when they are more than `results_touched_share` of its rows."""
+    """Update results.<view> by the groups whose entries have delta rows in `deltas` (none:
+    nothing to write); None (nothing written) when it has fewer than
+    `results_touched_min_rows` rows or they are more than `results_touched_share` of them."""
     outputs, slots = groups
     started = time.perf_counter()
     keys = _touched(deltas, slots).cache()
     try:
         count = keys.count()
         seconds = {"keys": time.perf_counter() - started}
-        if count > settings.results_touched_share * max(_live_rows(meta), 1):
-            return None
+        rows = _live_rows(meta)
+        if count and (rows < settings.results_touched_min_rows or count > settings.results_touched_share * rows):
+            return None  # a small table, or many groups touched: rewritten whole for less
         if count:
             started = time.perf_counter()
             name = f"__touched_{abs(hash(view)):x}"  # a temporary view of this view's (several run at once)

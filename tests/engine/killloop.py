@@ -126,7 +126,7 @@ def setup(home: Path, master: str = "local[2]") -> None:
     # `stable`, writes results.<view>), and kills land in that too.
     (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\npublish = "closed"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
-                                       'results_touched_share = 1.0\n'
+                                       'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
                                        f'base_compaction_ratio = 0.5\n{spark}')
     engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"))
     init_home(engine.spark, engine.settings, SCHEMA)

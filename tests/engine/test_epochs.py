@@ -52,7 +52,7 @@ def new_home(root: Path, catalog: str, results: bool = False):
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nmap_compaction_min_rows = 1\n'
         "map_compaction_ratio = 0.2\npublish = \"closed\"\n"  # no validation here: stable moves at the close
         # (results: every table of a view with groups by its touched groups, however many)
-        f"results_tables = {str(results).lower()}\nresults_touched_share = 1.0\n"
+        f"results_tables = {str(results).lower()}\nresults_touched_share = 1.0\nresults_touched_min_rows = 0\n"
     )
     return load_settings(root)
 

@@ -51,7 +51,7 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     # results_touched_share = 1: every published epoch updates the results tables by the
     # groups it touched (MERGE, delete files) that a reader without Cumulus then reads
     (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n'
-                                       'results_touched_share = 1.0\n')
+                                       'results_touched_share = 1.0\nresults_touched_min_rows = 0\n')
     settings = load_settings(root)
     init_home(spark, settings, SHOP)
     add_source(settings, "shop", 1)
