@@ -168,15 +168,16 @@ def shows_epoch(meta: Mapping[str, object], epoch: int) -> bool:
 
 def _merge(spark: SparkSession, table: str, keys: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
     """Replace the rows of the groups in the temporary view `keys` in `table` by `rows`
-    (the view's rows of those groups; a group without one is deleted), in one commit."""
-    name = f"{keys[:-1]}_rows`"
-    rows.createOrReplaceTempView(name.strip("`"))
+    (the view's rows of those groups, registered as the temporary view `<keys>_rows`; a
+    group without one is deleted), in one commit."""
+    rows.createOrReplaceTempView(f"{keys}_rows")
+    name = f"`{keys}_rows`"
     on = " AND ".join(f"n.{quote(c)} <=> k.`__g{i}`" for i, c in enumerate(outputs))
     columns = [quote(c) for c in rows.columns]
     key = " AND ".join(f"t.{quote(c)} <=> s.`__g{i}`" for i, c in enumerate(outputs))
     spark.sql(f"""
         MERGE INTO {table} t
-        USING (SELECT k.*, n.* FROM {keys} k
+        USING (SELECT k.*, n.* FROM `{keys}` k
                LEFT JOIN (SELECT *, TRUE AS `__present` FROM {name}) n ON {on}) s
         ON {key}
         WHEN MATCHED AND s.`__present` THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)}
@@ -244,7 +245,7 @@ def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilati
             restriction = Restriction(f"`{name}`", slots)
             sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
             with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-                _merge(spark, tables_of(settings).results(view), restriction.keys, spark.sql(sql), outputs)
+                _merge(spark, tables_of(settings).results(view), name, spark.sql(sql), outputs)
             seconds["merge"] = time.perf_counter() - started
             spark.catalog.dropTempView(name)
             spark.catalog.dropTempView(f"{name}_rows")
