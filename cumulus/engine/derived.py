@@ -5,7 +5,9 @@ readers last saw, as events, applied through their triggers in one commit.
 A derived relation's rows are its view's rows (cumulus/sql/mapsql.py: plan_sql) over the
 maps. Its events are the rows over the state after the epoch's base events minus the rows
 over the state before them (`diff`: deletes of old rows, inserts of new rows; a group the
-epoch did not touch has the same row on both sides and gives none). They are evaluated
+epoch did not touch has the same row on both sides and gives none). Where its rows are one
+per group, each a function of its group's entries (sql/mapsql.py: view_groups), both sides
+are read for the groups whose entries the epoch's delta rows touched, not for every group. They are evaluated
 with the state after the base events (and after the derived relations before them), which
 is the serial result of the base events followed by the derived ones
 (cumulus/sql/derived.py says why it is exact). The close runs this after every apply and
@@ -28,9 +30,9 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
-from cumulus.sql.mapsql import plan_sql
-from cumulus.store.maps import COMPACTED_SOURCE, summed
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
+from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
+from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
 from cumulus.store.tables import tables_of
 
 if TYPE_CHECKING:
@@ -42,22 +44,10 @@ _VIEWS = itertools.count(1)
 DERIVED = "derived"  # the kind of a close's derived-relations commit in cumulus.applies
 
 
-def without_statistics(frame: DataFrame) -> DataFrame:
-    """The frame's rows (materialized once) under a plan without its size estimate. A
-    checkpoint keeps the estimate of the plan it cut, which for a rebuild's deltas is a
-    product over every join of the evaluation; the joins of a derived relation's view
-    over it multiply it again, and Spark spent minutes multiplying those numbers."""
-    from pyspark.sql import DataFrame as Frame
-
-    rows = frame.localCheckpoint()
-    spark = rows.sparkSession
-    return Frame(spark._jsparkSession.createDataFrame(rows._jdf.rdd(), rows._jdf.schema()), spark)
-
-
-def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
+def relation_rows(plan: BatchPlan, name: str, state: DataFrame, groups: Restriction | None = None) -> DataFrame:
     """The rows of derived relation `name` over `state` (rows shaped as maps.entries'),
     typed as its columns, with `op`: each row's multiplicity (its part's sign: UNION ALL's
-    parts add, an anti-join's take away)."""
+    parts add, an anti-join's take away); `groups`: those of the groups it lists only."""
     from pyspark.sql import functions as F
 
     spark = state.sparkSession
@@ -67,7 +57,7 @@ def relation_rows(plan: BatchPlan, name: str, state: DataFrame) -> DataFrame:
     view = plan.derived[name]
     parts = []
     for sign, part in ((1, view), *view.others):
-        rows = spark.sql(plan_sql(plan.maps, part, temp)).toDF(*relation.column_names)
+        rows = spark.sql(plan_sql(plan.maps, part, temp, groups)).toDF(*relation.column_names)
         parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
                      .withColumn("op", F.lit(sign)))
     return union_all(parts)
@@ -83,29 +73,48 @@ def diff(old: DataFrame, new: DataFrame) -> DataFrame:
     return both.groupBy(*columns).agg(F.sum("op").cast("int").alias("op")).where(F.col("op") != 0)
 
 
-def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame) -> DataFrame | None:
+def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
+                   changed: DataFrame | None = None) -> DataFrame | None:
     """The deltas of every map from the derived relations' change between the maps'
     state `before` and `after` (rows shaped as maps.entries'); None when none changed
-    or the plan has no derived relation. `after` must hold every base event."""
+    or the plan has no derived relation. `after` must hold every base event. `changed`:
+    the rows that turn `before` into `after` (an epoch's), when known. A derived relation
+    whose rows are one per group, each a function of its own group's entries
+    (view_groups), is then compared over the groups that they and the deltas of the
+    derived relations before it touched, not over all of its groups: the close's cost
+    follows the entries the epoch touched, not the relation's size."""
     from pyspark.sql import functions as F
 
     # Only the maps the derived relations' views and triggers read, each state read once.
-    needed = [m for name, view in plan.derived.items() for m in (*view.maps, *plan.reads.get(name, ()))]
-    before, after = (s.where(F.col("map").isin(list(dict.fromkeys(needed)))).localCheckpoint() for s in (before, after))
+    needed = list(dict.fromkeys(m for name, view in plan.derived.items()
+                                for m in (*view.maps, *plan.reads.get(name, ()))))
+    before, after = (without_statistics(s.where(F.col("map").isin(needed))) for s in (before, after))
+    changes = None if changed is None else without_statistics(unversioned(changed.where(F.col("map").isin(needed))))
     parts: list[DataFrame] = []
     state = after
     for name in plan.derived:
         if not plan.statements.get(name):
             continue
-        events = diff(relation_rows(plan, name, before), relation_rows(plan, name, state)).localCheckpoint()
+        groups = view_groups(plan.derived[name], plan.maps) if changes is not None else None
+        restriction = None
+        if groups is not None:
+            keys = without_statistics(group_keys(changes, groups[1]))
+            if keys.isEmpty():
+                continue  # no entry of its maps changed: neither did its rows
+            restriction = Restriction(f"`__cumulus_keys_{next(_VIEWS)}`", groups[1])
+            keys.createOrReplaceTempView(restriction.keys.strip("`"))
+        events = without_statistics(diff(relation_rows(plan, name, before, restriction),
+                                         relation_rows(plan, name, state, restriction)))
         if events.isEmpty():
             continue
         only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
         deltas = evaluate_batch(only, {name: events}, state)
         if deltas is not None:
-            deltas = deltas.localCheckpoint()
+            deltas = without_statistics(deltas)
             parts.append(deltas)
             state = state.unionByName(deltas, allowMissingColumns=True)
+            if changes is not None:
+                changes = changes.unionByName(deltas, allowMissingColumns=True)
     if not parts:
         return None
     return summed(union_all(parts))
@@ -128,7 +137,8 @@ def derive_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     deltas = None
     if batch_commit(spark, settings, record.batch_id) is None:
         rows = spark.table(tables_of(settings).maps)
-        deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch))
+        deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
+                                rows.where(F.col("epoch") == epoch))
     record_written(record, write_deltas(spark, settings, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)
     record.status = "done"

@@ -291,6 +291,7 @@ def _delta_row(term: _Term, env: Callable[[str], str], info: MapInfo, columns: M
 
 
 BROADCAST_ROWS = 1_000_000  # rows of a level of `_shared_deltas` broadcast to its joins, at most
+STATE_BROADCAST_ROWS = 100_000  # rows of materialized deltas or state broadcast to the joins that read them, at most
 
 
 @dataclass
@@ -483,12 +484,12 @@ def evaluate_batch(
         written = {bs.statement.target.name for bs in plan.statements[rel]}
         later = {m for r in plan.order[plan.order.index(rel) + 1 :] if r in events for m in plan.reads[r]}
         if from_empty and parts:
-            state = union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))).localCheckpoint()
+            state = without_statistics(union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))))
         deltas = summed(relation_deltas(plan, rel, events[rel], state, (sizes or {}).get(rel), per_chain=from_empty))
         if later & written:
             # A later relation of the batch reads these deltas: materialize them once, so
             # its plan does not carry (and recompute) this relation's whole evaluation.
-            deltas = deltas.localCheckpoint()
+            deltas = without_statistics(deltas)
             if from_empty:
                 parts.append(deltas)
             else:
@@ -497,6 +498,27 @@ def evaluate_batch(
     if not earlier:
         return None
     return earlier[0] if len(earlier) == 1 else summed(union_all(earlier))
+
+
+def without_statistics(frame: DataFrame) -> DataFrame:
+    """The frame's rows, materialized once, under a plan without its size estimate, and
+    hinted for broadcast when they are few (at most STATE_BROADCAST_ROWS, counted by the
+    same job). Spark's checkpoint keeps the estimate of the plan it cut: for deltas, a
+    product over every join of their evaluation. Chained (each relation's deltas joined
+    by the next relation's, a derived relation's view over them), the estimates multiply
+    into numbers of hundreds of thousands of digits: the corpus's rebuild spent more than
+    10 minutes of the driver in BigInteger multiplication (JoinSelectionHelper.
+    canBroadcastBySize). Without an estimate Spark would broadcast nothing: the count
+    stands in for it. The rows stay Spark's internal ones (no conversion to Python's or
+    Java's Row and back)."""
+    from pyspark.sql import DataFrame as Frame
+    from pyspark.sql import Observation
+
+    seen = Observation()
+    rows = frame.observe(seen, F.count(F.lit(1)).alias("rows")).localCheckpoint()
+    spark, plan = rows.sparkSession, rows._jdf
+    cut = Frame(spark._jsparkSession.internalCreateDataFrame(plan.queryExecution().toRdd(), plan.schema(), False), spark)
+    return F.broadcast(cut) if int(seen.get["rows"]) <= STATE_BROADCAST_ROWS else cut
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

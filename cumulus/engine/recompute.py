@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
-from cumulus.engine.derived import derived_deltas, without_statistics
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
+from cumulus.engine.derived import derived_deltas
+from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options

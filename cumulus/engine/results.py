@@ -36,13 +36,11 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.faults import fault_point
-from cumulus.m3.validate import MapInfo
 from cumulus.parallel import for_each
-from cumulus.sql.mapsql import Restriction, quote, view_sql
-from cumulus.sql.readtime import Ref
-from cumulus.sql.views import Compilation, ViewPlan
+from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
+from cumulus.sql.views import Compilation
 from cumulus.store import commit
-from cumulus.store.maps import COMPACTED_THROUGH, key_slots
+from cumulus.store.maps import COMPACTED_THROUGH, group_keys
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tables_of, tag_name
 
 if TYPE_CHECKING:
@@ -51,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.results")
 
 _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch every results table shows
-ViewGroups = tuple[tuple[str, ...], dict[str, tuple[tuple[str, int], ...]]]  # view_groups: outputs, slots per map
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
 
 
@@ -65,38 +62,6 @@ def results_epoch(spark: SparkSession, settings: Settings) -> int:
     except Exception:  # noqa: BLE001 - no marker yet
         return 0
     return int(props.get(_DONE_THROUGH, 0))
-
-
-def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> ViewGroups | None:
-    """How the rows of a view are found by group: (the output column of each group
-    variable, the key slots of every map it reads: (slot, group index) pairs per map);
-    None for a view whose rows are not one per group, each a function of its own groups'
-    map entries (module doc)."""
-    if plan.refresh != "incremental" or not plan.group or plan.bag or plan.subviews or plan.others:
-        return None
-    group_columns = {c.name: c.group_index for c in plan.columns if c.kind == "group" and c.group_index is not None}
-    outputs: dict[int, str] = {}
-    if plan.finish is None:
-        for name, index in group_columns.items():
-            outputs.setdefault(index, name)
-    elif plan.finish.limit is not None or plan.finish.offset:
-        return None  # which groups are shown depends on the others
-    else:
-        for name, expr in plan.finish.select:
-            if isinstance(expr, Ref) and expr.name in group_columns:
-                outputs.setdefault(group_columns[expr.name], name)
-    if len(outputs) < len(plan.group):
-        return None
-    slots: dict[str, tuple[tuple[str, int], ...]] = {}
-    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
-    for use in uses:
-        if not set(plan.group) <= set(use.keys):
-            return None  # a map over fewer variables: a change there touches every group
-        names = key_slots(maps[use.map])
-        pairs = tuple((names[use.keys.index(g)], i) for i, g in enumerate(plan.group))
-        if slots.setdefault(use.map, pairs) != pairs:
-            return None
-    return tuple(outputs[i] for i in range(len(plan.group))), slots
 
 
 def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[int] | None:
@@ -139,15 +104,6 @@ def _deltas(spark: SparkSession, settings: Settings, maps: set[str], since: int,
     parts = [spark.read.format("iceberg").option("snapshot-id", snap).load(table)
              .where(F.col("map").isin(sorted(maps)) & (F.col("epoch") > since)) for snap in snapshots]
     return reduce(lambda a, b: a.unionByName(b), parts)
-
-
-def _touched(deltas: DataFrame, slots: Mapping[str, tuple[tuple[str, int], ...]]) -> DataFrame:
-    """The distinct group keys (`__g<i>`) of a view's maps' delta rows."""
-    from pyspark.sql import functions as F
-
-    parts = [deltas.where(F.col("map") == name).select(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs))
-             for name, pairs in slots.items()]
-    return reduce(lambda a, b: a.unionByName(b), parts).distinct()
 
 
 def _live_rows(meta: Mapping[str, object]) -> int:
@@ -231,7 +187,7 @@ def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilati
     `results_touched_min_rows` rows or they are more than `results_touched_share` of them."""
     outputs, slots = groups
     started = time.perf_counter()
-    keys = _touched(deltas, slots).cache()
+    keys = group_keys(deltas, slots).cache()
     try:
         count = keys.count()
         seconds = {"keys": time.perf_counter() - started}

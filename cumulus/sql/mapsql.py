@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from cumulus.errors import NotFoundError, ViewSQLError
 from cumulus.m3.validate import MapInfo
-from cumulus.sql.readtime import Finish, order_sql, to_sql, view_key
+from cumulus.sql.readtime import Finish, Ref, order_sql, to_sql, view_key
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.tables import ENTRIES, MAPS, tag_name
@@ -66,6 +66,41 @@ class Restriction:
     slots: Mapping[str, tuple[tuple[str, int], ...]]
 
 
+ViewGroups = tuple[tuple[str, ...], dict[str, tuple[tuple[str, int], ...]]]  # view_groups: outputs, slots per map
+
+
+def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> ViewGroups | None:
+    """How the rows of a view are found by group: (the output column of each group
+    variable, the key slots of every map it reads: (slot, group index) pairs per map);
+    None for a view whose rows are not one per group, each a function of its own groups'
+    map entries (cumulus/engine/results.py: results.<view> updated by group; cumulus/engine/derived.py: a derived relation's change found by group)."""
+    if plan.refresh != "incremental" or not plan.group or plan.bag or plan.subviews or plan.others:
+        return None
+    group_columns = {c.name: c.group_index for c in plan.columns if c.kind == "group" and c.group_index is not None}
+    outputs: dict[int, str] = {}
+    if plan.finish is None:
+        for name, index in group_columns.items():
+            outputs.setdefault(index, name)
+    elif plan.finish.limit is not None or plan.finish.offset:
+        return None  # which groups are shown depends on the others
+    else:
+        for name, expr in plan.finish.select:
+            if isinstance(expr, Ref) and expr.name in group_columns:
+                outputs.setdefault(group_columns[expr.name], name)
+    if len(outputs) < len(plan.group):
+        return None
+    slots: dict[str, tuple[tuple[str, int], ...]] = {}
+    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
+    for use in uses:
+        if not set(plan.group) <= set(use.keys):
+            return None  # a map over fewer variables: a change there touches every group
+        names = key_slots(maps[use.map])
+        pairs = tuple((names[use.keys.index(g)], i) for i, g in enumerate(plan.group))
+        if slots.setdefault(use.map, pairs) != pairs:
+            return None
+    return tuple(outputs[i] for i in range(len(plan.group))), slots
+
+
 @dataclass(frozen=True)
 class _Join:
     alias: str
@@ -98,11 +133,12 @@ def view_sql(
     return _Builder(compilation.checked.maps, plan, tag, table, restriction=groups).sql(order)
 
 
-def plan_sql(maps: Mapping[str, MapInfo], plan: ViewPlan, table: str) -> str:
+def plan_sql(maps: Mapping[str, MapInfo], plan: ViewPlan, table: str, groups: Restriction | None = None) -> str:
     """Spark SQL giving the rows of a view plan (a derived relation's, cumulus/engine/
     derived.py) from the map rows in `table` (any table or temporary view shaped as
-    maps.entries: map, key slots, value slots), unordered."""
-    return _Builder(maps, plan, None, table).sql(False)
+    maps.entries: map, key slots, value slots), unordered; `groups`: only the rows of
+    the groups it lists."""
+    return _Builder(maps, plan, None, table, restriction=groups).sql(False)
 
 
 class _Builder:

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
@@ -186,6 +187,17 @@ def summed(rows: DataFrame) -> DataFrame:
     keys = [c for c in rows.columns if c not in values]  # map and the key slots
     return (rows.groupBy(*keys).agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
             .where(live()).select(*rows.columns))
+
+
+def group_keys(deltas: DataFrame, slots: Mapping[str, tuple[tuple[str, int], ...]]) -> DataFrame:
+    """The distinct group keys (`__g<i>`) of the delta rows of a view's maps (`slots`:
+    the key slot of each group variable i per map, as cumulus.sql.mapsql.view_groups gives
+    them): the groups whose rows they may change."""
+    from pyspark.sql import functions as F
+
+    parts = [deltas.where(F.col("map") == name).select(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs))
+             for name, pairs in slots.items()]
+    return reduce(lambda a, b: a.unionByName(b), parts).distinct()
 
 
 def live() -> Column:
