@@ -44,7 +44,7 @@ from cumulus.store.maps import COMPACTED_THROUGH, group_keys
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tables_of, tag_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("cumulus.results")
 
@@ -209,16 +209,29 @@ def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilati
 
 
 def _touched_counts(deltas: DataFrame, groups: Mapping[str, ViewGroups]) -> dict[str, int]:
-    """How many groups of each view (by name) have delta rows in `deltas`, counted by one
-    Spark job for every view (a job each cost 0.1-0.5 s: 4.7 s for the 51 views of the
-    corpus at SF 0.1)."""
+    """How many groups of each view (by name) have delta rows in `deltas`, found by one
+    pass over them: each delta row becomes the (view, group key) of every view reading
+    its map, and one DISTINCT counts them. (A job per view cost 4.7 s summed for the 51
+    views of the corpus at SF 0.1; a union of per-view DISTINCTs in one job, 8.8 s.)"""
     from pyspark.sql import functions as F
 
-    if not groups:
+    readers: dict[str, list[tuple[str, tuple[tuple[str, int], ...]]]] = {}  # map -> (view, its slots)
+    for view, (_, slots) in groups.items():
+        for name, pairs in slots.items():
+            readers.setdefault(name, []).append((view, pairs))
+    if not readers:
         return {}
-    parts = [group_keys(deltas, slots).select(F.lit(view).alias("view")) for view, (_, slots) in groups.items()]
-    found = {r["view"]: r["n"] for r in reduce(lambda a, b: a.unionAll(b), parts).groupBy("view")
-             .agg(F.count(F.lit(1)).alias("n")).collect()}
+
+    def keyed(view: str, pairs: tuple[tuple[str, int], ...]) -> Column:
+        key = F.to_json(F.struct(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs)))  # (a NULL key is a key)
+        return F.struct(F.lit(view).alias("view"), key.alias("key"))
+
+    cases = None
+    for name, views in readers.items():
+        rows = F.array(*(keyed(view, pairs) for view, pairs in views))
+        cases = (F.when if cases is None else cases.when)(F.col("map") == name, rows)
+    keys = deltas.where(F.col("map").isin(list(readers))).select(F.explode(cases).alias("k")).select("k.*")
+    found = {r["view"]: r["n"] for r in keys.distinct().groupBy("view").agg(F.count(F.lit(1)).alias("n")).collect()}
     return {view: int(found.get(view, 0)) for view in groups}
 
 
