@@ -7,8 +7,8 @@ maps. Its events are the rows over the state after the epoch's base events minus
 over the state before them (`diff`: deletes of old rows, inserts of new rows; a group the
 epoch did not touch has the same row on both sides and gives none). Where its rows are one
 per group, each a function of its group's entries (sql/mapsql.py: view_groups), both sides
-are read for the groups whose entries the epoch's delta rows touched, not for every group. They are evaluated
-with the state after the base events (and after the derived relations before them), which
+are read for the groups whose entries the epoch's delta rows touched, not for every group.
+They are evaluated with the state after the base events (and after the derived relations before them), which
 is the serial result of the base events followed by the derived ones
 (cumulus/sql/derived.py says why it is exact). The close runs this after every apply and
 repair of the epoch, before the fold, as one commit marked `derived-N`: a retry finds the
@@ -60,6 +60,9 @@ def relation_rows(plan: BatchPlan, name: str, state: DataFrame, groups: Restrict
         rows = spark.sql(plan_sql(plan.maps, part, temp, groups)).toDF(*relation.column_names)
         parts.append(rows.selectExpr(*(f"CAST(`{c.name}` AS {c.sql_type}) AS `{c.name}`" for c in relation.columns))
                      .withColumn("op", F.lit(sign)))
+    # The frames hold the analyzed plans: the name can go (a warm engine would otherwise
+    # keep every epoch's state alive under it).
+    spark.catalog.dropTempView(temp)
     return union_all(parts)
 
 
@@ -105,6 +108,8 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
             keys.createOrReplaceTempView(restriction.keys.strip("`"))
         events = without_statistics(diff(relation_rows(plan, name, before, restriction),
                                          relation_rows(plan, name, state, restriction)))
+        if restriction is not None:
+            before.sparkSession.catalog.dropTempView(restriction.keys.strip("`"))
         if events.isEmpty():
             continue
         only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
