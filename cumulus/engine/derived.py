@@ -8,8 +8,8 @@ over the state before them (`diff`: deletes of old rows, inserts of new rows; a 
 epoch did not touch has the same row on both sides and gives none). Where its rows are one
 per group, each a function of its group's entries (sql/mapsql.py: view_groups), both sides
 are read for the groups whose entries the epoch's delta rows touched, not for every group.
-They are evaluated with the state after the base events (and after the derived relations before them), which
-is the serial result of the base events followed by the derived ones
+They are evaluated with the state after the base events (and after the derived relations
+before them), which is the serial result of the base events followed by the derived ones
 (cumulus/sql/derived.py says why it is exact). The close runs this after every apply and
 repair of the epoch, before the fold, as one commit marked `derived-N`: a retry finds the
 commit and does nothing."""
@@ -104,12 +104,13 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
             keys = without_statistics(group_keys(changes, groups[1]))
             if keys.isEmpty():
                 continue  # no entry of its maps changed: neither did its rows
-            restriction = Restriction(f"`__cumulus_keys_{next(_VIEWS)}`", groups[1])
-            keys.createOrReplaceTempView(restriction.keys.strip("`"))
+            keys_view = f"__cumulus_keys_{next(_VIEWS)}"
+            keys.createOrReplaceTempView(keys_view)
+            restriction = Restriction(f"`{keys_view}`", groups[1])
         events = without_statistics(diff(relation_rows(plan, name, before, restriction),
                                          relation_rows(plan, name, state, restriction)))
         if restriction is not None:
-            before.sparkSession.catalog.dropTempView(restriction.keys.strip("`"))
+            before.sparkSession.catalog.dropTempView(keys_view)
         if events.isEmpty():
             continue
         only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)

@@ -152,9 +152,11 @@ class _Written:
 
 
 def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, epoch: int, since: int,
-                deltas: DataFrame | None, touched: Mapping[str, int], mode: str) -> _Written:
-    """Bring results.<view> to `epoch` (module doc) and tag it. `touched`: the groups of
-    each view that may be updated by them with delta rows in `deltas`."""
+                deltas: DataFrame | None, groups: Mapping[str, ViewGroups], touched: Mapping[str, int],
+                mode: str) -> _Written:
+    """Bring results.<view> to `epoch` (module doc) and tag it. `groups`: the group columns
+    of each view that may be updated by its groups (`view_groups`); `touched`: how many of
+    them have delta rows in `deltas`."""
     from pyspark.sql import functions as F
 
     table = tables_of(settings).results(view)
@@ -162,9 +164,8 @@ def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, 
     if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
         return _Written("kept")  # a retry after a crash: this one was written
     written = None
-    groups = view_groups(compiled.views[view], compiled.checked.maps)
-    if deltas is not None and meta is not None and groups is not None and view in touched and shows_epoch(meta, since):
-        written = _update_touched(spark, settings, compiled, view, groups, deltas, touched[view], epoch, meta)
+    if deltas is not None and meta is not None and view in touched and shows_epoch(meta, since):
+        written = _update_touched(spark, settings, compiled, view, groups[view], deltas, touched[view], epoch, meta)
     if written is None:
         started = time.perf_counter()
         frame = spark.sql(view_sql(compiled, view, epoch, catalog=settings.catalog, order=False))
@@ -219,8 +220,6 @@ def _touched_counts(deltas: DataFrame, groups: Mapping[str, ViewGroups]) -> dict
     for view, (_, slots) in groups.items():
         for name, pairs in slots.items():
             readers.setdefault(name, []).append((view, pairs))
-    if not readers:
-        return {}
 
     def keyed(view: str, pairs: tuple[tuple[str, int], ...]) -> Column:
         key = F.to_json(F.struct(*(F.col(slot).alias(f"__g{i}") for slot, i in pairs)))  # (a NULL key is a key)
@@ -257,7 +256,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     snapshots = None
     if mode == "auto" and 0 < since < epoch:
         snapshots = delta_snapshots(commit.table_metadata(spark, tables_of(settings).maps), since, epoch)
-    deltas, touched, keys_s = None, {}, 0.0
+    deltas, groups, touched, keys_s = None, {}, {}, 0.0
     if snapshots is not None:  # the delta rows of every view that may be updated by its groups, read once
         groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))}
         if groups:
@@ -268,7 +267,7 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
             keys_s = time.perf_counter() - started_keys
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
     try:
-        done = for_each(lambda v: _write_view(spark, settings, compiled, v, epoch, since, deltas, touched, mode), due,
+        done = for_each(lambda v: _write_view(spark, settings, compiled, v, epoch, since, deltas, groups, touched, mode), due,
                         settings.table_workers, f"epoch {epoch} results")
     finally:
         if deltas is not None:

@@ -73,7 +73,8 @@ def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> ViewGroups | Non
     """How the rows of a view are found by group: (the output column of each group
     variable, the key slots of every map it reads: (slot, group index) pairs per map);
     None for a view whose rows are not one per group, each a function of its own groups'
-    map entries (cumulus/engine/results.py: results.<view> updated by group; cumulus/engine/derived.py: a derived relation's change found by group)."""
+    map entries. Used by cumulus/engine/results.py (results.<view> updated by group) and
+    cumulus/engine/derived.py (a derived relation's change found by group)."""
     if plan.refresh != "incremental" or not plan.group or plan.bag or plan.subviews or plan.others:
         return None
     group_columns = {c.name: c.group_index for c in plan.columns if c.kind == "group" and c.group_index is not None}
