@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cumulus.progress import command_progress
+from cumulus.store.tables import Home
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "demo" / "tpch_schema.sql"
@@ -215,11 +216,11 @@ def run_scale(
     settings = load_settings(home)
     spark = spark_session(settings, app_name=f"bench sf{scale}")
     schema = load_schema(SCHEMA)
-    init_home(spark, settings, SCHEMA)
+    init_home(Home(spark, settings), SCHEMA)
     for name, priority in manifest.sources.items():
         add_source(settings, name, priority)
     for name, sql in views.items():
-        compiled = add_view(spark, settings, schema, name, sql)
+        compiled = add_view(Home(spark, settings), schema, name, sql)
     plan = batch_plan(compiled)
     reader = Reader(settings)
 
@@ -241,8 +242,8 @@ def run_scale(
         from cumulus.store.ledger import CLOSED, transition
 
         t0 = time.perf_counter()
-        transition(spark, settings, epoch, CLOSED, validation="passed")
-        assert publish_ready(spark, settings).epoch == epoch
+        transition(Home(spark, settings), epoch, CLOSED, validation="passed")
+        assert publish_ready(Home(spark, settings)).epoch == epoch
         return time.perf_counter() - t0
 
     def rewrite_results(epoch: int) -> float:
@@ -251,7 +252,7 @@ def run_scale(
         from cumulus.engine.results import write_results
 
         t0 = time.perf_counter()
-        write_results(spark, settings, epoch, mode="whole")
+        write_results(Home(spark, settings), epoch, mode="whole")
         return time.perf_counter() - t0
 
     def ingest(epoch: int) -> tuple[int, float]:
@@ -259,12 +260,12 @@ def run_scale(
         for source in manifest.sources:  # priority order: sales (1) before catalog (2)
             batch = manifest.batch(source, epoch)
             events += batch.rows
-            ingest_files(spark, settings, source, [manifest.folder(source, epoch)], fmt="dbtoaster")
+            ingest_files(Home(spark, settings), source, [manifest.folder(source, epoch)], fmt="dbtoaster")
         return events, time.perf_counter() - t0
 
     events, ingest_s = ingest(1)
     t = time.perf_counter()
-    load_metrics = close_epoch(spark, settings, plan, 1)
+    load_metrics = close_epoch(Home(spark, settings), plan, 1)
     publish(1)  # (the load's publication is not timed)
     load = {"scale": scale, "events": events, "ingest_s": round(ingest_s, 1), "close_s": round(time.perf_counter() - t, 1),
             "mode": load_metrics["mode"], "recompute_s": load_metrics.get("recompute_s")}
@@ -274,17 +275,17 @@ def run_scale(
     rows: list[Row] = []
     for epoch in range(2, epochs + 2):
         events, ingest_s = ingest(epoch)
-        tables = existing_tables(spark, settings)
+        tables = existing_tables(Home(spark, settings))
         commits, jobs = commit_count(spark, tables), jobs_started(spark)
         t = time.perf_counter()
         for priority in sorted(manifest.sources.values()):  # source id = priority
-            apply_source(spark, settings, plan, epoch, priority)
-        close_epoch(spark, settings, plan, epoch)
+            apply_source(Home(spark, settings), plan, epoch, priority)
+        close_epoch(Home(spark, settings), plan, epoch)
         epoch_s = time.perf_counter() - t
         commits, jobs = commit_count(spark, tables) - commits, jobs_started(spark) - jobs
         publish_s = publish(epoch)
         parts = dict(ResultsSeconds.last)
-        updates = list(results_updates(spark, settings, epoch).values())
+        updates = list(results_updates(Home(spark, settings), epoch).values())
         whole_s = rewrite_results(epoch)
         load_avg = os.getloadavg()[0]
         m = ledger_row(spark, settings, epoch).metrics
@@ -296,11 +297,11 @@ def run_scale(
         t, meter = time.perf_counter(), StageMeter(spark)
         with catalog_lock(settings, "bench compaction"):
             for rel in schema.relations:
-                compact_base(spark, settings, rel)
+                compact_base(Home(spark, settings), rel)
         compact_s, compact_read = time.perf_counter() - t, meter.read().bytes_read
 
         t, meter = time.perf_counter(), StageMeter(spark)
-        names = register_expanded_base(spark, settings, schema, epoch, at_tag=False)
+        names = register_expanded_base(Home(spark, settings), schema, epoch, at_tag=False)
         recomputed = {v: recompute(spark, compiled.views[v], schema, epoch) for v in views}
         recompute_s = time.perf_counter() - t
         recompute_read = meter.read().bytes_read

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cumulus.store.tables import Home
+
 REPO = Path(__file__).resolve().parents[1]
 TPCH_SCHEMA = REPO / "tests" / "fixtures" / "schemas" / "tpch.sql"
 TPCHGEN = Path(sys.executable).parent / "tpchgen-cli"
@@ -79,7 +81,7 @@ def make_home(spark, root: Path, name: str, landing: Path):
     home.mkdir(parents=True)
     (home / "cumulus.toml").write_text(f'catalog = "{name}"\n')
     settings = load_settings(home)
-    init_home(spark, settings, TPCH_SCHEMA)
+    init_home(Home(spark, settings), TPCH_SCHEMA)
     add_source(settings, "tpch", 1, landing=landing)
     return settings
 
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             size = sum(p.stat().st_size for p in data[kind].rglob("*") if p.is_file())
             settings = make_home(spark, root, f"bench_{kind}", data[kind])
             t0 = time.perf_counter()
-            report = ingest_files(spark, settings, "tpch", fmt=FORMAT[kind])
+            report = ingest_files(Home(spark, settings), "tpch", fmt=FORMAT[kind])
             seconds = time.perf_counter() - t0
             assert report.accepted == rows and report.rejected == 0, (report.accepted, rows)
             files = sum(1 for f in report.files if f.status == "ingested")

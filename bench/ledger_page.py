@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cumulus.store.tables import Home
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 SCHEMA = REPO / "demo" / "tpch_schema.sql"
@@ -96,7 +98,7 @@ def build(home: Path, epochs: int, event_epochs: int, views: int, work: Path) ->
     stream = generate(0.001, max(event_epochs, 1), 0.01, work / "stream", 7)
     settings = load_settings(home)
     engine = Engine(settings, app_name="bench ledger page").keep_warm()
-    init_home(engine.spark, settings, SCHEMA)
+    init_home(Home(engine.spark, settings), SCHEMA)
     for name, priority in stream.sources.items():
         add_source(settings, name, priority)
     t = time.perf_counter()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from cumulus.config import Settings, check_home, load_settings
 from cumulus.errors import CumulusError, ExitCode, NoSuchTableError, NotFoundError
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from cumulus.ingest.sources import Source
     from cumulus.quality.validate import Outcome
     from cumulus.schema import Schema
+    from cumulus.sql.estimate import Statistics
     from cumulus.sql.views import Compilation
 
 log = logging.getLogger("cumulus.engine")
@@ -86,8 +87,13 @@ class Engine:
             self._spark = spark_session(self.settings, app_name=self._app_name)
         from cumulus.store.tables import attach_catalog
 
-        attach_catalog(self._spark, self.settings)
+        attach_catalog(Home(self._spark, self.settings))
         return self._spark
+
+    @property
+    def home(self) -> Home:
+        """The home in this engine's Spark session: what the store and engine functions take."""
+        return Home(self.spark, self.settings)
 
     @property
     def schema(self) -> Schema:
@@ -121,6 +127,18 @@ class Engine:
             self._compiled = (state, compilation, batch_plan(compilation))
         return self._compiled[1], self._compiled[2]
 
+    def statistics(self, relations: dict[str, list[str]]) -> Statistics:
+        """The statistics of `relations` (name -> columns) in base.* at the latest closed
+        epoch (a Spark job per relation), for the compiler's cost estimates."""
+        from cumulus.engine.stats import base_statistics
+        from cumulus.engine.views import latest_closed_epoch
+        from cumulus.errors import ConfigError
+
+        epoch = latest_closed_epoch(self.spark, self.settings)
+        if epoch is None:
+            raise ConfigError(f"{self.settings.home} has no closed epoch yet: no statistics (give --stats FILE)")
+        return base_statistics(self.home, relations, epoch)
+
     # ------------------------------------------------------------------ the steps
 
     def ingest(self, source: str, paths: list[str] | None = None, fmt: str | None = None,
@@ -128,7 +146,7 @@ class Engine:
         """Ingest a source's files (default: its landing folder) into the open epoch."""
         from cumulus.ingest.job import ingest_files
 
-        return ingest_files(self.spark, self.settings, source, paths, fmt, relation)
+        return ingest_files(self.home, source, paths, fmt, relation)
 
     def apply(self, source: str, epoch: int | None = None, wait: float = 0.0) -> Applied:
         """Apply the source's events of `epoch` (default: the open one) not applied yet,
@@ -147,7 +165,7 @@ class Engine:
         if deferred:
             log.info("epoch %d source %s: not applied: %s", epoch, source, deferred)
             return Applied(epoch, None, f"left to the close: {deferred}")
-        record = apply_source(self.spark, self.settings, plan, epoch, priority, wait=wait)
+        record = apply_source(self.home, plan, epoch, priority, wait=wait)
         return Applied(epoch, record, record.headline() if record else "nothing to apply")
 
     def epoch_to_close(self) -> tuple[int, str]:
@@ -168,7 +186,7 @@ class Engine:
         if epoch is None:
             epoch, why = self.epoch_to_close()
             (progress or log.info)(f"closing epoch {epoch} ({why})")
-        return epoch, close_epoch(self.spark, self.settings, plan, epoch, rebuild_maps, inputs=self._inputs)
+        return epoch, close_epoch(self.home, plan, epoch, rebuild_maps, inputs=self._inputs)
 
     def _inputs(self, epoch: int) -> dict[str, Any]:
         """The input fields of a sealed epoch's `closed` ledger row: the counts of the file
@@ -214,12 +232,12 @@ class Engine:
         if done is not None:
             if done.state == HELD and holding(ledger_rows(catalog, self.settings), epoch) is None:
                 # passed, but a crash came before its publication: publish it now
-                done = replace(done, state=publish_passed(self.spark, self.settings, epoch))
+                done = replace(done, state=publish_passed(self.home, epoch))
                 say(f"epoch {epoch}: {done.state}")
             return done
         say(f"epoch {epoch}: starting validation")
         try:
-            return validate_epoch(self.spark, self.settings, epoch, expectations=expectations, progress=say,
+            return validate_epoch(self.home, epoch, expectations=expectations, progress=say,
                                   full=full)
         except CumulusError:
             raise
@@ -238,9 +256,9 @@ class Engine:
         if accept_failed:
             if epoch is None:
                 raise CumulusError("--accept-failed takes the failed epoch: cumulus epoch publish N --accept-failed --reason TEXT")
-            row = accept(self.spark, self.settings, epoch, reason)
+            row = accept(self.home, epoch, reason)
         else:
-            row = publish_ready(self.spark, self.settings)
+            row = publish_ready(self.home)
         return row.epoch if row is not None else None
 
     def add_view(self, name: str, text: str, kind: str, force: bool = False) -> Compilation:
@@ -249,14 +267,14 @@ class Engine:
         from cumulus.engine.views import add_view
 
         self._compiled = None
-        return add_view(self.spark, self.settings, self.schema, name, text, kind, force)
+        return add_view(self.home, self.schema, name, text, kind, force)
 
     def drop_view(self, name: str) -> Dropped:
         """Drop a registered view: its catalog views, and the maps no other view needs."""
         from cumulus.engine.views import drop_view
 
         self._compiled = None
-        return drop_view(self.spark, self.settings, self.schema, name)
+        return drop_view(self.home, self.schema, name)
 
     def maintain(self, retain_last: int | None = None, retain_for: str | dt.timedelta | None = None,
                  expire: bool = True, compact: bool | None = None, tables: list[str] | None = None) -> list:
@@ -267,7 +285,7 @@ class Engine:
 
         cfg = self.settings.pipeline
         return maintain(
-            self.spark, self.settings,
+            self.home,
             retain_last=cfg.retain_last if retain_last is None else retain_last,
             retain_for=cfg.retain_for if retain_for is None else parse_duration(retain_for, "retain_for"),
             expire=expire,
@@ -305,7 +323,7 @@ class Engine:
         from cumulus.store.home import init_home
 
         engine = cls(load_settings(home), app_name="cumulus-init")
-        return engine, init_home(engine.spark, engine.settings, schema_file)
+        return engine, init_home(engine.home, schema_file)
 
     def dbt_build(self, epoch: int | None = None, echo: Callable[[str], None] | None = None) -> tuple[int, list]:
         """`dbt build` of the project on the stable snapshot (or tag epoch-N), in one dbt

@@ -33,18 +33,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def home_statistics(args: argparse.Namespace, schema):
     """The home's base.* statistics at its latest closed epoch (a Spark job per relation)."""
-    from cumulus.config import settings_from_args
-    from cumulus.engine.stats import base_statistics
-    from cumulus.engine.views import latest_closed_epoch
-    from cumulus.errors import ConfigError
-    from cumulus.spark.session import spark_session
+    from cumulus.commands import engine_for
 
-    settings = settings_from_args(args)
-    spark = spark_session(settings, app_name="cumulus explain")
-    epoch = latest_closed_epoch(spark, settings)
-    if epoch is None:
-        raise ConfigError(f"{settings.home} has no closed epoch yet: no statistics (give --stats FILE)")
-    return base_statistics(spark, settings, {r.name: r.column_names for r in schema.relations}, epoch)
+    return engine_for(args).statistics({r.name: r.column_names for r in schema.relations})
 
 
 def register(subparsers) -> None:

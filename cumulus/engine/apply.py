@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.engine.driver_apply import driver_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
@@ -37,7 +36,7 @@ from cumulus.store.ledger import check_in_order, ledger_rows
 from cumulus.store.lock import apply_lock
 from cumulus.store.maps import delta_columns, entries_columns, versioned
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import ddl_type, ensure_table, tables_of
+from cumulus.store.tables import Home, ddl_type, ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -144,21 +143,21 @@ def _utc(at: dt.datetime | None) -> dt.datetime | None:
     return at.astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def ensure_applies_table(spark: SparkSession, settings: Settings) -> None:
-    ensure_table(spark, tables_of(settings).applies, APPLIES_COLUMNS)
+def ensure_applies_table(home: Home) -> None:
+    ensure_table(home.spark, home.tables.applies, APPLIES_COLUMNS)
 
 
-def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
+def apply_records(home: Home, epoch: int | None = None) -> list[ApplyRecord]:
     """Each batch's latest record (a `done` row supersedes a `started` one), oldest first:
     the rows of cumulus.applies, and the record on a maps commit whose measurements were
     not appended (the apply stopped in between)."""
     where = {"epoch": epoch} if epoch is not None else None
     latest: dict[str, ApplyRecord] = {}
-    for record in map(ApplyRecord.from_row, read_rows(spark, tables_of(settings).applies, where)):
+    for record in map(ApplyRecord.from_row, read_rows(home.spark, home.tables.applies, where)):
         if record.batch_id not in latest or record.status == "done":
             latest[record.batch_id] = record
     try:
-        commits = snapshots(spark, tables_of(settings).maps)
+        commits = snapshots(home.spark, home.tables.maps)
     except NoSuchTableError:  # no view registered yet
         commits = []
     for snap in commits:
@@ -171,10 +170,10 @@ def apply_records(spark: SparkSession, settings: Settings, epoch: int | None = N
     return sorted(latest.values(), key=lambda r: (r.started_at or dt.datetime.min, r.batch_id))
 
 
-def save_record(spark: SparkSession, settings: Settings, record: ApplyRecord) -> None:
+def save_record(home: Home, record: ApplyRecord) -> None:
     """Append the record's current state: an append commits in a fraction of a MERGE's
     time, and apply_records keeps the latest state per batch."""
-    local_frame(spark, [record.as_row()], ddl_type(APPLIES_COLUMNS)).writeTo(tables_of(settings).applies).append()
+    local_frame(home.spark, [record.as_row()], ddl_type(APPLIES_COLUMNS)).writeTo(home.tables.applies).append()
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -183,9 +182,9 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return None if current in (None, -1) else int(current)
 
 
-def batch_commit(spark: SparkSession, settings: Settings, batch_id: str) -> Snapshot | None:
+def batch_commit(home: Home, batch_id: str) -> Snapshot | None:
     """The commit of an apply, repair or back-fill batch in maps.entries (None: not yet)."""
-    mine = [s for s in snapshots(spark, tables_of(settings).maps) if s.summary.get(APPLY_BATCH) == batch_id]
+    mine = [s for s in snapshots(home.spark, home.tables.maps) if s.summary.get(APPLY_BATCH) == batch_id]
     return mine[-1] if mine else None
 
 
@@ -199,13 +198,13 @@ def read_at(spark: SparkSession, table: str, snapshot: int | None) -> DataFrame:
     return reader.load(table)
 
 
-def map_state(spark: SparkSession, settings: Settings, snapshot: int | None) -> DataFrame:
+def map_state(home: Home, snapshot: int | None) -> DataFrame:
     """The maps as of a snapshot of maps.entries (a map's rows; an entry is their sum)."""
-    return read_at(spark, tables_of(settings).maps, snapshot)
+    return read_at(home.spark, home.tables.maps, snapshot)
 
 
 def batch_events(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
+    home: Home, plan: BatchPlan, record: ApplyRecord,
     counts: dict[str, int] | None = None,
 ) -> tuple[dict[str, DataFrame], dict[str, int]]:
     """The batch's events per relation that has any (its ingest batches, read at the
@@ -216,14 +215,14 @@ def batch_events(
     from pyspark.sql import functions as F
 
     def read(rel: str) -> DataFrame:
-        df = read_at(spark, tables_of(settings).events(rel), record.events_snapshots.get(rel))
+        df = read_at(home.spark, home.tables.events(rel), record.events_snapshots.get(rel))
         df = df.where(F.col("batch_id").isin(record.ingest_batches))
         if record.kind == "apply":
             df = df.where((F.col("epoch") == record.epoch) & (F.col("source_id") == record.source_id))
         return df.select(*plan.params[rel], "op")
 
     if counts is None:
-        counts = _manifest_counts(spark, settings, plan, record)
+        counts = _manifest_counts(home, plan, record)
     if counts is None:
         tagged = union_all([read(rel).select(F.lit(rel).alias("relation")) for rel in plan.order])
         counts = {r["relation"]: r["count"] for r in tagged.groupBy("relation").count().collect()}
@@ -232,12 +231,12 @@ def batch_events(
 
 
 def _manifest_counts(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord
+    home: Home, plan: BatchPlan, record: ApplyRecord
 ) -> dict[str, int] | None:
     """The record's events per relation of the program, from the manifest (None where it
     does not say: the batch's events are counted instead)."""
     mine = set(record.ingest_batches)
-    batches = [b for b in committed_batches(spark, settings, record.epoch) if b.batch_id in mine]
+    batches = [b for b in committed_batches(home.spark, home.settings, record.epoch) if b.batch_id in mine]
     if len(batches) != len(mine) or any(b.events is None for b in batches):
         return None
     return {rel: sum(b.events.get(rel, 0) for b in batches) for rel in plan.order}  # type: ignore[union-attr]
@@ -247,24 +246,24 @@ def _manifest_counts(
 
 
 def _evaluated(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord,
+    home: Home, plan: BatchPlan, record: ApplyRecord,
 ) -> tuple[DataFrame | None, int, str]:
     """The batch's delta rows (None: none), the bytes read outside Spark for them, and
     where they were computed: in the driver for a small batch (driver_apply.py), else by
     a Spark plan. Sets `record.events`."""
-    counts = _manifest_counts(spark, settings, plan, record)
+    counts = _manifest_counts(home, plan, record)
     if counts is not None:
         columns = delta_columns(plan.maps.values())
-        local = driver_deltas(settings, plan, record, counts, [c for c, _ in columns])
+        local = driver_deltas(home.settings, plan, record, counts, [c for c, _ in columns])
         if local is not None:
             from pyspark.sql.types import StructField, StructType
 
             record.events = sum(counts.values())
             schema = StructType([StructField(c, t) for c, t in columns])
-            return (local_frame(spark, local.rows, schema) if local.rows else None), local.bytes_read, "in the driver"
-    events, counts = batch_events(spark, settings, plan, record, counts)
+            return (local_frame(home.spark, local.rows, schema) if local.rows else None), local.bytes_read, "in the driver"
+    events, counts = batch_events(home, plan, record, counts)
     record.events = sum(counts.values())
-    return evaluate_batch(plan, events, map_state(spark, settings, record.read_snapshot), counts), 0, "by Spark"
+    return evaluate_batch(plan, events, map_state(home, record.read_snapshot), counts), 0, "by Spark"
 
 
 def taken_batches(records: list[ApplyRecord]) -> set[str]:
@@ -273,30 +272,30 @@ def taken_batches(records: list[ApplyRecord]) -> set[str]:
     return {b for r in records if r.kind == "apply" and r.status == "done" for b in r.ingest_batches}
 
 
-def unapplied(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, taken: set[str]) -> list[Batch]:
+def unapplied(home: Home, plan: BatchPlan, epoch: int, taken: set[str]) -> list[Batch]:
     """The committed ingest batches of `epoch` not in `taken` that have events of the
     program's relations (a batch of other relations changes no map: nothing to apply)."""
-    return [b for b in committed_batches(spark, settings, epoch)
+    return [b for b in committed_batches(home.spark, home.settings, epoch)
             if b.batch_id not in taken and b.events_in(plan.order) != 0]
 
 
 def _new_record(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
+    home: Home, plan: BatchPlan, epoch: int, source_id: int,
     done: list[ApplyRecord], pin: int | None,
 ) -> ApplyRecord | None:
     """A record of the source's committed ingest batches of `epoch` not taken yet (from
     the manifest, cumulus.files: a batch is committed once its files are recorded, after
     its events), or None when there are none."""
-    batches = [b for b in unapplied(spark, settings, plan, epoch, taken_batches(done)) if b.source_id == source_id]
+    batches = [b for b in unapplied(home, plan, epoch, taken_batches(done)) if b.source_id == source_id]
     if not batches:
         return None
     # Read after the manifest: every snapshot holds the events of the batches found.
-    events_snaps = {rel: current_snapshot_id(spark, tables_of(settings).events(rel)) for rel in plan.order}
+    events_snaps = {rel: current_snapshot_id(home.spark, home.tables.events(rel)) for rel in plan.order}
     return ApplyRecord(
         batch_id=f"apply-{epoch}-{source_id}-{uuid.uuid4().hex[:12]}",
         kind="apply", epoch=epoch, source_id=source_id, status="started",
         ingest_batches=sorted(b.batch_id for b in batches), events_snapshots=events_snaps,
-        read_snapshot=pin if pin is not None else current_snapshot_id(spark, tables_of(settings).maps),
+        read_snapshot=pin if pin is not None else current_snapshot_id(home.spark, home.tables.maps),
         seq_max=max((b.seq_max or 0) for b in batches), started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
@@ -309,26 +308,26 @@ class Written:
 
 
 def write_deltas(
-    spark: SparkSession, settings: Settings, record: ApplyRecord, deltas: DataFrame | None,
+    home: Home, record: ApplyRecord, deltas: DataFrame | None,
 ) -> Written:
     """Append the batch's delta rows (of every map) to maps.entries in one commit marked
     with the batch id (an empty one when there are none, so every batch has its commit);
     an earlier try's commit is kept. Returns the commit's rows, maps and snapshot."""
 
-    mine = batch_commit(spark, settings, record.batch_id)
+    mine = batch_commit(home, record.batch_id)
     if mine is not None:
         log.info("epoch %d source %d: maps already hold batch %s", record.epoch, record.source_id, record.batch_id)
     else:
-        table = tables_of(settings).maps
+        table = home.tables.maps
         if deltas is None:
-            rows = local_frame(spark, [], spark.table(table).schema)
+            rows = local_frame(home.spark, [], home.spark.table(table).schema)
         else:
             version = {"epoch": record.epoch, "source_id": record.source_id, "seq": record.seq_max}
-            rows = versioned(deltas, entries_columns(spark, settings), version)
+            rows = versioned(deltas, entries_columns(home), version)
         props = {APPLY_BATCH: record.batch_id, EPOCH: record.epoch, APPLY_RECORD: record.as_summary()}
         rows.writeTo(table).options(**write_options(props)).append()
         fault_point("apply.after-commit")
-        mine = batch_commit(spark, settings, record.batch_id)
+        mine = batch_commit(home, record.batch_id)
         assert mine is not None, f"{table}: the commit of batch {record.batch_id} is not in its history"
     return Written(
         int(mine.summary.get("added-records", 0)), int(mine.summary.get("changed-partition-count", 0)), mine.snapshot_id
@@ -340,7 +339,7 @@ def record_written(record: ApplyRecord, written: Written) -> None:
 
 
 def apply_source(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int,
+    home: Home, plan: BatchPlan, epoch: int, source_id: int,
     pin: int | None = None, wait: float = 0.0,
 ) -> ApplyRecord | None:
     """Apply the source's events of `epoch` not applied yet. `pin` overrides the snapshot
@@ -353,47 +352,47 @@ def apply_source(
     waits up to `wait` seconds (default: not at all) for that close, then refuses
     (EpochOrderError, exit status NOT_YET: a retry applies once the earlier epoch is
     closed; the batches wait for it, or for this epoch's close, which applies them)."""
-    ensure_applies_table(spark, settings)
+    ensure_applies_table(home)
     deadline = time.monotonic() + wait
     while True:
-        with apply_lock(settings, source_id, f"apply epoch {epoch} source {source_id}"):
+        with apply_lock(home.settings, source_id, f"apply epoch {epoch} source {source_id}"):
             try:
                 # (under the lock: a close takes it exclusive to tag and write its row)
-                check_in_order(ledger_rows(spark, settings), epoch,
-                               f"epoch {epoch} source {source_id} cannot be applied yet", settings)
+                check_in_order(ledger_rows(home.spark, home.settings), epoch,
+                               f"epoch {epoch} source {source_id} cannot be applied yet", home.settings)
             except EpochOrderError:
                 if time.monotonic() >= deadline:
                     raise
             else:
-                return _apply_in_order(spark, settings, plan, epoch, source_id, pin)
+                return _apply_in_order(home, plan, epoch, source_id, pin)
         log.info("epoch %d source %d: waiting for the close of an earlier epoch", epoch, source_id)
         time.sleep(EARLIER_CLOSE_POLL_S)
 
 
 def _apply_in_order(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, source_id: int, pin: int | None,
+    home: Home, plan: BatchPlan, epoch: int, source_id: int, pin: int | None,
 ) -> ApplyRecord | None:
     """apply_source's work, under its lock, every earlier epoch closed."""
-    everything = apply_records(spark, settings, epoch)
+    everything = apply_records(home, epoch)
     if any(r.kind == RECOMPUTE for r in everything):
         log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
         return None
     records = [r for r in everything if r.source_id == source_id and r.kind == "apply"]
-    record = _new_record(spark, settings, plan, epoch, source_id, records, pin)
+    record = _new_record(home, plan, epoch, source_id, records, pin)
     if record is None:
         log.info("epoch %d source %d: nothing to apply", epoch, source_id)
         return None
     fault_point("apply.after-record")
-    t0, meter = time.perf_counter(), StageMeter(spark)
-    deltas, local_bytes, where = _evaluated(spark, settings, plan, record)
-    record_written(record, write_deltas(spark, settings, record, deltas))
+    t0, meter = time.perf_counter(), StageMeter(home.spark)
+    deltas, local_bytes, where = _evaluated(home, plan, record)
+    record_written(record, write_deltas(home, record, deltas))
     record.seconds = round(record.seconds + time.perf_counter() - t0, 3)
     io = meter.read()
     record.bytes_read += io.bytes_read + local_bytes
     record.bytes_written += io.bytes_written
     record.status = "done"
     record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    save_record(spark, settings, record)
+    save_record(home, record)
     log.info(
         "epoch %d source %d: applied %d events -> %d delta rows in %d maps (%s), one commit (%.1f s, %s read, %s written)",
         epoch, source_id, record.events, record.deltas, record.maps_written, where, record.seconds,

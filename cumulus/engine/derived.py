@@ -22,7 +22,6 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.engine.apply import (
     ApplyRecord,
     batch_commit,
@@ -33,10 +32,10 @@ from cumulus.engine.apply import (
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
 from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.derived")
 
@@ -126,7 +125,7 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     return summed(union_all(parts))
 
 
-def derive_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
+def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
     """The close's step: the derived relations' change over epoch `epoch` (the maps' rows
     of earlier epochs, before; with this epoch's, after) applied in one commit marked
     `derived-N` (kept when a retry finds it). None when the plan has no derived relation."""
@@ -141,15 +140,15 @@ def derive_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
     deltas = None
-    if batch_commit(spark, settings, record.batch_id) is None:
-        rows = spark.table(tables_of(settings).maps)
+    if batch_commit(home, record.batch_id) is None:
+        rows = home.spark.table(home.tables.maps)
         deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
                                 rows.where(F.col("epoch") == epoch))
-    record_written(record, write_deltas(spark, settings, record, deltas))
+    record_written(record, write_deltas(home, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)
     record.status = "done"
     record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    save_record(spark, settings, record)
+    save_record(home, record)
     log.info("epoch %d: derived relations applied: %d delta rows in %d maps (%.1f s)", epoch, record.deltas,
              record.maps_written, record.seconds)
     return record

@@ -49,7 +49,7 @@ from cumulus.store.ledger import (
     transition,
 )
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import AUDIT, STABLE, VIEWS, VIEWS_STABLE, tag_name
+from cumulus.store.tables import AUDIT, STABLE, VIEWS, VIEWS_STABLE, Home, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,42 +85,42 @@ def stable_epoch(settings: Settings, rows: list[LedgerRow]) -> LedgerRow | None:
     return _latest(rows, (PUBLISHED,) if settings.publish == "validated" else DONE)
 
 
-def mend_branches(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
+def mend_branches(home: Home, rows: list[LedgerRow]) -> None:
     """Move `audit` to the latest closed epoch and `stable` to the stable epoch where a
     crash left them behind their ledger rows (each a no-op when they are there)."""
-    for row, branch in ((_latest(rows, DONE), AUDIT), (stable_epoch(settings, rows), STABLE)):
+    for row, branch in ((_latest(rows, DONE), AUDIT), (stable_epoch(home.settings, rows), STABLE)):
         if row is not None:
-            move_branch(spark, {k: int(v) for k, v in row.snapshots.items()}, branch)
+            move_branch(home.spark, {k: int(v) for k, v in row.snapshots.items()}, branch)
 
 
-def mend_results(spark: SparkSession, settings: Settings, rows: list[LedgerRow]) -> None:
+def mend_results(home: Home, rows: list[LedgerRow]) -> None:
     """Write results.<view> for the stable epoch if a crash left them behind it."""
-    shown = stable_epoch(settings, rows)
-    if shown is not None and shown.epoch > results_epoch(spark, settings):
-        write_results(spark, settings, shown.epoch)
+    shown = stable_epoch(home.settings, rows)
+    if shown is not None and shown.epoch > results_epoch(home):
+        write_results(home, shown.epoch)
 
 
-def publish_ready(spark: SparkSession, settings: Settings) -> LedgerRow | None:
+def publish_ready(home: Home) -> LedgerRow | None:
     """Publish every epoch that may be, in order, and move `stable` to the latest
     published (module doc); its ledger row (None while none is). Idempotent."""
-    with catalog_lock(settings, "publish"):
-        rows = ledger_rows(spark, settings)
+    with catalog_lock(home.settings, "publish"):
+        rows = ledger_rows(home.spark, home.settings)
         for row in rows:
             if row.state == PUBLISHED:
                 continue
-            if not (settings.publish == "validated" and row.state == CLOSED
+            if not (home.settings.publish == "validated" and row.state == CLOSED
                     and row.validation in (PASSED, PASSED_ACCEPTED)):
                 break  # not validated, failed or not closed: every later epoch waits
-            transition(spark, settings, row.epoch, PUBLISHED)
+            transition(home, row.epoch, PUBLISHED)
             fault_point("publish.after-ledger")
             log.info("epoch %d published", row.epoch)
-        rows = ledger_rows(spark, settings)
-        written = results_epoch(spark, settings)
+        rows = ledger_rows(home.spark, home.settings)
+        written = results_epoch(home)
         for row in rows:  # results.<view> of every published epoch that lacks them (a crash)
             if row.state == PUBLISHED and row.epoch > written:
-                write_results(spark, settings, row.epoch)
-        mend_branches(spark, settings, rows)
-        return stable_epoch(settings, rows)
+                write_results(home, row.epoch)
+        mend_branches(home, rows)
+        return stable_epoch(home.settings, rows)
 
 
 def holding(rows: list[LedgerRow], epoch: int) -> LedgerRow | None:
@@ -128,28 +128,28 @@ def holding(rows: list[LedgerRow], epoch: int) -> LedgerRow | None:
     return next((r for r in rows if r.epoch < epoch and r.state != PUBLISHED), None)
 
 
-def accept_failed(spark: SparkSession, settings: Settings, epoch: int, reason: str) -> LedgerRow | None:
+def accept_failed(home: Home, epoch: int, reason: str) -> LedgerRow | None:
     """Publish a failed epoch as it is, the operator's `reason` in its ledger row, then
     the epochs it held; the stable epoch's row afterwards."""
     if not reason.strip():
         raise PublishError("--accept-failed needs a --reason (it is kept in the ledger row)")
-    row = ledger_row(spark, settings, epoch)
+    row = ledger_row(home.spark, home.settings, epoch)
     if row is None:
         raise NoSuchEpochError(f"epoch {epoch} is not in the ledger (see cumulus epoch status)")
     if row.state == FAILED:
         detail = f"accepted despite failed validation: {reason.strip()}; was: {row.validation_detail or '-'}"
-        with catalog_lock(settings, f"publish epoch {epoch}"):
-            transition(spark, settings, epoch, CLOSED, validation=PASSED_ACCEPTED, validation_detail=detail)
+        with catalog_lock(home.settings, f"publish epoch {epoch}"):
+            transition(home, epoch, CLOSED, validation=PASSED_ACCEPTED, validation_detail=detail)
     elif row.state != PUBLISHED:
         raise PublishError(f"epoch {epoch} is {row.state}"
                            f"{f' (validation {row.validation})' if row.validation else ''}, not failed: "
                            "--accept-failed takes an epoch that failed validation")
-    blocker = holding(ledger_rows(spark, settings), epoch)
+    blocker = holding(ledger_rows(home.spark, home.settings), epoch)
     if blocker is not None:
         raise EpochOrderError(f"epoch {epoch} is accepted but waits for epoch {blocker.epoch} ({blocker.state}"
                               f"{f', validation {blocker.validation}' if blocker.validation else ''}): "
                               "epochs are published in order")
-    return publish_ready(spark, settings)
+    return publish_ready(home)
 
 
 def view_names(settings: Settings, name: str) -> tuple[str, str]:
@@ -158,16 +158,16 @@ def view_names(settings: Settings, name: str) -> tuple[str, str]:
 
 
 def create_catalog_views(
-    spark: SparkSession, settings: Settings, compilation: Compilation, names: Iterable[str] | None = None
+    home: Home, compilation: Compilation, names: Iterable[str] | None = None
 ) -> None:
     """Create (or replace) `views.<name>` and `views_stable.<name>` for the views."""
     for ns in (VIEWS, VIEWS_STABLE):
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{ns}")
+        home.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {home.catalog}.{ns}")
     for name in names if names is not None else compilation.views:
-        fresh, stable = view_names(settings, name)
+        fresh, stable = view_names(home.settings, name)
         for target, version in ((fresh, None), (stable, STABLE)):
-            sql = view_sql(compilation, name, version, catalog=settings.catalog, order=False)
-            spark.sql(f"CREATE OR REPLACE VIEW {target} AS {sql}")
+            sql = view_sql(compilation, name, version, catalog=home.catalog, order=False)
+            home.spark.sql(f"CREATE OR REPLACE VIEW {target} AS {sql}")
         log.info("view %s: readable as %s (fresh) and %s (stable)", name, fresh, stable)
 
 

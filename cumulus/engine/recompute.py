@@ -41,10 +41,10 @@ from cumulus.store.maps import (
     summed,
     versioned,
 )
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.recompute")
 
@@ -67,18 +67,18 @@ class Choice:
     reason: str
 
 
-def pending_batches(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int, taken: set[str]) -> Pending:
+def pending_batches(home: Home, plan: BatchPlan, epoch: int, taken: set[str]) -> Pending:
     """The batches of `epoch` an apply would take (`apply.unapplied`), with their events
     (from the manifest, cumulus.files)."""
-    mine = unapplied(spark, settings, plan, epoch, taken)
+    mine = unapplied(home, plan, epoch, taken)
     events = sum(b.rows_accepted if b.events is None else b.events_in(plan.order) or 0 for b in mine)
     return Pending(sorted(b.batch_id for b in mine), events,
                    sorted({b.source_id for b in mine}))
 
 
-def base_rows(spark: SparkSession, settings: Settings, plan: BatchPlan) -> int:
+def base_rows(home: Home, plan: BatchPlan) -> int:
     """The rows of the base tables the program reads (from their metadata, no Spark job)."""
-    return sum(total_records(table_metadata(spark, tables_of(settings).base(rel))) for rel in plan.order)
+    return sum(total_records(table_metadata(home.spark, home.tables.base(rel))) for rel in plan.order)
 
 
 def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -134,15 +134,15 @@ def defer_to_close(settings: Settings, changed: str | None = None) -> str | None
     return None
 
 
-def carry_mark(spark: SparkSession, settings: Settings, before: Program | None, after: Program) -> None:
+def carry_mark(home: Home, before: Program | None, after: Program) -> None:
     """After a view add (its maps back-filled) or drop: the maps are `after`'s whole state
     if they were `before`'s (or held nothing), from the same first epoch."""
     from cumulus.store.maps import mark_program
 
-    mark, since, rows = program_mark(spark, settings)
+    mark, since, rows = program_mark(home.spark, home.settings)
     if (before is not None and mark == fingerprint(before)) or (mark is None and rows == 0) or \
             (before is None and mark is None):
-        mark_program(spark, settings, fingerprint(after), since or 0)
+        mark_program(home, fingerprint(after), since or 0)
 
 
 def program_changed(reader: Any, settings: Settings, program: Program) -> str | None:
@@ -163,7 +163,7 @@ def program_changed(reader: Any, settings: Settings, program: Program) -> str | 
 
 
 def evaluate_from_base(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, tag: str | None = None
+    home: Home, plan: BatchPlan, tag: str | None = None
 ) -> DataFrame | None:
     """Every map of `plan` computed from base.* (at `tag`, else main), as delta rows: the
     program evaluated over each relation's tuples as inserts of their multiplicity, from
@@ -172,11 +172,11 @@ def evaluate_from_base(
 
     events: dict[str, DataFrame] = {}
     for rel in plan.order:
-        reader = spark.read.format("iceberg")
+        reader = home.spark.read.format("iceberg")
         if tag is not None:
             reader = reader.option("tag", tag)
-        events[rel] = reader.load(tables_of(settings).base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-    nothing = spark.table(tables_of(settings).maps).where(F.lit(False))
+        events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+    nothing = home.spark.table(home.tables.maps).where(F.lit(False))
     values = evaluate_batch(plan, events, nothing, from_empty=True)
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
         values = without_statistics(values) if values is not None else None
@@ -187,24 +187,24 @@ def evaluate_from_base(
     return values
 
 
-def recompute_maps(spark: SparkSession, settings: Settings, plan: BatchPlan, record: ApplyRecord) -> int:
+def recompute_maps(home: Home, plan: BatchPlan, record: ApplyRecord) -> int:
     """Rebuild every map from base.* (main: the epoch folded) in one overwrite commit, unless
     the record's commit exists (a retry). Returns the rows the rebuild wrote."""
     from pyspark.sql import functions as F
 
-    mine = batch_commit(spark, settings, record.batch_id)
+    mine = batch_commit(home, record.batch_id)
     if mine is None:
         started = time.perf_counter()
-        values = evaluate_from_base(spark, settings, plan)
-        table = tables_of(settings).maps
-        rows = spark.table(table)
+        values = evaluate_from_base(home, plan)
+        table = home.tables.maps
+        rows = home.spark.table(table)
         version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
         kept = rows.where(F.col("epoch") > record.epoch)
         if values is not None:
-            kept = versioned(values, entries_columns(spark, settings), version).unionByName(kept)
+            kept = versioned(values, entries_columns(home), version).unionByName(kept)
         props = write_options({APPLY_BATCH: record.batch_id, EPOCH: record.epoch, COMPACTED_THROUGH: record.epoch})
         kept.writeTo(table).options(**props).overwrite(F.lit(True))
-        mine = batch_commit(spark, settings, record.batch_id)
+        mine = batch_commit(home, record.batch_id)
         assert mine is not None, f"{table}: the commit of {record.batch_id} is not in its history"
         log.info("epoch %d: maps rebuilt from base.* (%.1f s)", record.epoch, time.perf_counter() - started)
     record.written_snapshot = mine.snapshot_id

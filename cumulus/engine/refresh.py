@@ -29,10 +29,10 @@ from cumulus.store.maps import (
     unversioned,
     value_slot,
 )
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.refresh")
 REFRESH = "refresh"  # the kind of the commit of a close's full refresh
@@ -46,7 +46,7 @@ def registered_full_views(reader, settings: Settings) -> list[FullView]:
     return [as_full_view(v) for v in live(registry(reader, settings)) if v.kind == FULL]
 
 
-def full_view(spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, reason: str,
+def full_view(home: Home, schema: Schema, name: str, sql: str, reason: str,
               dialect: str) -> FullView:
     """A view to keep by full refresh, checked by Spark SQL (its output columns and their
     types, from the plan over base.*): a query Spark cannot run is refused here, with
@@ -54,15 +54,15 @@ def full_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     import sqlglot
 
     epoch = 0
-    names = register_expanded_base(spark, settings, schema, epoch, at_tag=False)
+    names = register_expanded_base(home, schema, epoch, at_tag=False)
     try:
-        frame = spark.sql(spark_sql(sql, schema, epoch, dialect))
+        frame = home.spark.sql(spark_sql(sql, schema, epoch, dialect))
     except Exception as exc:  # AnalysisException, ParseException: the user's query
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ViewError(f"view {name}: Spark SQL cannot run it: {first}") from None
     finally:
         for n in names:
-            spark.catalog.dropTempView(n)
+            home.spark.catalog.dropTempView(n)
     columns, seen = [], set()
     for field in frame.schema.fields:
         column = re.sub(r"\W+", "_", field.name.lower()).strip("_") or "col"
@@ -75,7 +75,7 @@ def full_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
     return FullView(name, sql, tuple(columns), ordered, reason)
 
 
-def refresh_views(spark: SparkSession, settings: Settings, schema: Schema, views: Sequence[FullView], epoch: int,
+def refresh_views(home: Home, schema: Schema, views: Sequence[FullView], epoch: int,
                   dialect: str, batch_id: str | None = None, tag: str | None = None) -> int:
     """Bring the rows maps of `views` to their SQL over base.* (main, or `tag`) in one
     commit marked `batch_id` (default refresh-<epoch>); returns the rows it wrote (0 for a
@@ -83,27 +83,27 @@ def refresh_views(spark: SparkSession, settings: Settings, schema: Schema, views
     from cumulus.engine.apply import batch_commit
 
     batch_id = batch_id or f"{REFRESH}-{epoch}"
-    if not views or batch_commit(spark, settings, batch_id) is not None:
+    if not views or batch_commit(home, batch_id) is not None:
         return 0
     started = time.perf_counter()
-    names = register_expanded_base(spark, settings, schema, epoch, at_tag=tag is not None)
+    names = register_expanded_base(home, schema, epoch, at_tag=tag is not None)
     try:
-        deltas = [_delta(spark, settings, v, spark.sql(spark_sql(v.sql, schema, epoch, dialect))) for v in views]
+        deltas = [_delta(home, v, home.spark.sql(spark_sql(v.sql, schema, epoch, dialect))) for v in views]
         union = deltas[0]
         for d in deltas[1:]:
             union = union.unionByName(d, allowMissingColumns=True)
         record = ApplyRecord(batch_id=batch_id, kind=REFRESH, epoch=epoch, source_id=0, status="started",
                              ingest_batches=[], events_snapshots={}, read_snapshot=None)
-        written = write_deltas(spark, settings, record, union.localCheckpoint())
+        written = write_deltas(home, record, union.localCheckpoint())
     finally:
         for n in names:
-            spark.catalog.dropTempView(n)
+            home.spark.catalog.dropTempView(n)
     log.info("epoch %d: %d view(s) refreshed in full, %d delta rows (%.1f s)", epoch, len(views), written.rows,
              time.perf_counter() - started)
     return written.rows
 
 
-def _delta(spark: SparkSession, settings: Settings, view: FullView, rows: DataFrame) -> DataFrame:
+def _delta(home: Home, view: FullView, rows: DataFrame) -> DataFrame:
     """New rows minus the map's rows: delta rows (map, key slots, value) of its map."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -126,6 +126,6 @@ def _delta(spark: SparkSession, settings: Settings, view: FullView, rows: DataFr
         F.lit(info.name).alias("map"), *values,
         *(F.col(f"`{name}`").cast(SPARK_DDL[t]).alias(slot) for slot, name, t in zip(slots, info.key_names,
                                                                                        info.key_types, strict=True)))
-    stored = unversioned(spark.table(tables_of(settings).maps).where(F.col("map") == info.name)).select(
+    stored = unversioned(home.spark.table(home.tables.maps).where(F.col("map") == info.name)).select(
         "map", *(value_slot(t) for t in VALUE_TYPES), *slots)
     return summed(fresh.unionByName(negated(stored)))

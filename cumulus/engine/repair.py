@@ -14,7 +14,6 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.engine.apply import (
     APPLY_BATCH,
     ApplyRecord,
@@ -29,10 +28,10 @@ from cumulus.engine.evaluate import BatchPlan, evaluate_batch
 from cumulus.faults import fault_point
 from cumulus.store.commit import Snapshot, snapshots, table_metadata
 from cumulus.store.maps import negated, summed, unversioned
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.repair")
 
@@ -53,7 +52,7 @@ def _stale_read(by_id: Mapping[int, Snapshot], record: ApplyRecord) -> int | Non
     return None
 
 
-def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch: int) -> int:
+def repair_epoch(home: Home, plan: BatchPlan, epoch: int) -> int:
     """Append corrective deltas for every batch of the epoch whose deltas are not those
     of the serial order (see the module doc; the paper's unfulfilled dependencies). The
     correction is the batch evaluated against the state it should have seen minus what it
@@ -61,11 +60,11 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
     how many batches were repaired (0 where writers are serialized). A close resumed after
     a crash finds the corrections already committed and reads them back."""
     repaired = 0
-    records = apply_records(spark, settings, epoch)
+    records = apply_records(home, epoch)
     fixes = {r.batch_id: r for r in records if r.kind == "repair" and r.status == "done"}
-    history = snapshots(spark, tables_of(settings).maps)
+    history = snapshots(home.spark, home.tables.maps)
     by_id = {s.snapshot_id: s for s in history}
-    order = _commit_order(by_id, table_metadata(spark, tables_of(settings).maps).get("current-snapshot-id"))
+    order = _commit_order(by_id, table_metadata(home.spark, home.tables.maps).get("current-snapshot-id"))
     batches = sorted((r for r in records if r.kind == "apply" and r.status == "done" and r.written_snapshot in order),
                      key=lambda r: order[r.written_snapshot])
     earlier: list[DataFrame] = []  # the corrections of the batches before, in commit order
@@ -75,12 +74,12 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
             continue
         done = fixes.get(f"repair-{record.batch_id}")
         if done is not None:  # committed by an earlier try of this close
-            earlier.append(_appended(spark, settings, by_id[done.written_snapshot]))  # type: ignore[index]
+            earlier.append(_appended(home, by_id[done.written_snapshot]))  # type: ignore[index]
             continue
         log.info("epoch %d: batch %s read a state of the maps without the deltas (or corrections) of batches "
                  "committed before it; repairing", epoch, record.batch_id)
-        events, counts = batch_events(spark, settings, plan, record)
-        should = map_state(spark, settings, mine.parent_id)
+        events, counts = batch_events(home, plan, record)
+        should = map_state(home, mine.parent_id)
         for correction in earlier:  # by name: one read back has the version columns, a new one not
             should = should.unionByName(correction, allowMissingColumns=True)
         right = evaluate_batch(plan, events, should, counts)
@@ -88,7 +87,7 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
         if right is not None or record.deltas:
             # What the batch's apply committed, of the maps the plan keeps (a view dropped
             # since took its own maps' rows away).
-            wrote = unversioned(_appended(spark, settings, mine))
+            wrote = unversioned(_appended(home, mine))
             wrote = negated(wrote.where(wrote["map"].isin(list(plan.maps))))
             corrections = summed(wrote if right is None else right.unionByName(wrote, allowMissingColumns=True))
             corrections = corrections.localCheckpoint()
@@ -97,9 +96,9 @@ def repair_epoch(spark: SparkSession, settings: Settings, plan: BatchPlan, epoch
             status="started", ingest_batches=record.ingest_batches, events_snapshots=record.events_snapshots,
             read_snapshot=mine.parent_id, seq_max=record.seq_max,
         )
-        record_written(fix, write_deltas(spark, settings, fix, corrections))
+        record_written(fix, write_deltas(home, fix, corrections))
         fix.status = "done"
-        save_record(spark, settings, fix)
+        save_record(home, fix)
         fault_point("repair.after-commit")
         if corrections is not None:
             earlier.append(corrections)
@@ -118,9 +117,9 @@ def _commit_order(by_id: Mapping[int, Snapshot], current: int | None) -> dict[in
     return {sid: i for i, sid in enumerate(reversed(chain))}
 
 
-def _appended(spark: SparkSession, settings: Settings, snap: Snapshot) -> DataFrame:
+def _appended(home: Home, snap: Snapshot) -> DataFrame:
     """The rows one append commit of maps.entries added."""
-    reader = spark.read.format("iceberg").option("end-snapshot-id", snap.snapshot_id)
+    reader = home.spark.read.format("iceberg").option("end-snapshot-id", snap.snapshot_id)
     if snap.parent_id is not None:
         reader = reader.option("start-snapshot-id", snap.parent_id)
-    return reader.load(tables_of(settings).maps)
+    return reader.load(home.tables.maps)

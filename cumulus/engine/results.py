@@ -34,14 +34,13 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
 from cumulus.sql.views import Compilation
 from cumulus.store import commit
 from cumulus.store.maps import COMPACTED_THROUGH, group_keys
-from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, tables_of, tag_name
+from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, Home, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,13 +51,13 @@ _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch ever
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
 
 
-def results_epoch(spark: SparkSession, settings: Settings) -> int:
+def results_epoch(home: Home) -> int:
     """The epoch every results table was last written for (0: none yet; a very large
     number when the home keeps none, so nothing is ever due)."""
-    if not settings.results_tables:
+    if not home.settings.results_tables:
         return 1 << 62
     try:
-        props = commit.table_metadata(spark, tables_of(settings).results_marker).get("properties", {})
+        props = commit.table_metadata(home.spark, home.tables.results_marker).get("properties", {})
     except Exception:  # noqa: BLE001 - no marker yet
         return 0
     return int(props.get(_DONE_THROUGH, 0))
@@ -91,7 +90,7 @@ def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[
     return None  # epoch-`since` is not an ancestor (expired, or another lineage)
 
 
-def _deltas(spark: SparkSession, settings: Settings, maps: set[str], since: int, snapshots: list[int]) -> DataFrame:
+def _deltas(home: Home, maps: set[str], since: int, snapshots: list[int]) -> DataFrame:
     """The rows of `maps` of epochs after `since` in the snapshots (delta_snapshots), read
     once for every view (their files alone: a row's epoch prunes the rest). Each snapshot
     is read by the `snapshot-id` option, not `VERSION AS OF`: Spark 3.5 takes two
@@ -100,8 +99,8 @@ def _deltas(spark: SparkSession, settings: Settings, maps: set[str], since: int,
     1,000 keys instead of 1,569)."""
     from pyspark.sql import functions as F
 
-    table = tables_of(settings).maps
-    parts = [spark.read.format("iceberg").option("snapshot-id", snap).load(table)
+    table = home.tables.maps
+    parts = [home.spark.read.format("iceberg").option("snapshot-id", snap).load(table)
              .where(F.col("map").isin(sorted(maps)) & (F.col("epoch") > since)) for snap in snapshots]
     return reduce(lambda a, b: a.unionByName(b), parts)
 
@@ -151,7 +150,7 @@ class _Written:
     seconds: dict[str, float] = field(default_factory=dict)  # keys, merge, whole
 
 
-def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, epoch: int, since: int,
+def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, since: int,
                 deltas: DataFrame | None, groups: Mapping[str, ViewGroups], touched: Mapping[str, int],
                 mode: str) -> _Written:
     """Bring results.<view> to `epoch` (module doc) and tag it. `groups`: the group columns
@@ -159,18 +158,18 @@ def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, 
     them have delta rows in `deltas`."""
     from pyspark.sql import functions as F
 
-    table = tables_of(settings).results(view)
-    meta = commit.table_metadata(spark, table) if spark.catalog.tableExists(table) else None
+    table = home.tables.results(view)
+    meta = commit.table_metadata(home.spark, table) if home.spark.catalog.tableExists(table) else None
     if meta is not None and mode == "auto" and shows_epoch(meta, epoch):
         return _Written("kept")  # a retry after a crash: this one was written
     written = None
     if deltas is not None and meta is not None and view in touched and shows_epoch(meta, since):
-        written = _update_touched(spark, settings, compiled, view, groups[view], deltas, touched[view], epoch, meta)
+        written = _update_touched(home, compiled, view, groups[view], deltas, touched[view], epoch, meta)
     if written is None:
         started = time.perf_counter()
-        frame = spark.sql(view_sql(compiled, view, epoch, catalog=settings.catalog, order=False))
+        frame = home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False))
         writer = frame.writeTo(table).options(**commit.write_options({UPDATE: "whole", commit.EPOCH: epoch}))
-        if meta is not None and spark.table(table).schema == frame.schema:
+        if meta is not None and home.spark.table(table).schema == frame.schema:
             writer.overwrite(F.lit(True))
         else:  # a new view, or one dropped and added again with other columns
             writer = writer.tableProperty("format-version", "2")
@@ -178,18 +177,18 @@ def _write_view(spark: SparkSession, settings: Settings, compiled: Compilation, 
                 writer = writer.tableProperty(name, value)
             writer.createOrReplace()
         written = _Written("whole", seconds={"whole": time.perf_counter() - started})
-    spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+    home.spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
     return written
 
 
-def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilation, view: str, groups: ViewGroups,
+def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGroups,
                     deltas: DataFrame, count: int, epoch: int, meta: Mapping[str, object]) -> _Written | None:
     """Update results.<view> by the `count` groups whose entries have delta rows in
     `deltas` (none: nothing to write); None (nothing written) when it has fewer than
     `results_touched_min_rows` rows or they are more than `results_touched_share` of them."""
     outputs, slots = groups
     rows = _live_rows(meta)
-    if count and (rows < settings.results_touched_min_rows or count > settings.results_touched_share * rows):
+    if count and (rows < home.settings.results_touched_min_rows or count > home.settings.results_touched_share * rows):
         return None  # a small table, or many groups touched: rewritten whole for less
     if not count:
         return _Written("touched")
@@ -199,11 +198,11 @@ def _update_touched(spark: SparkSession, settings: Settings, compiled: Compilati
         name = f"__touched_{abs(hash(view)):x}"  # a temporary view of this view's (several run at once)
         keys.createOrReplaceTempView(name)
         restriction = Restriction(f"`{name}`", slots)
-        sql = view_sql(compiled, view, epoch, catalog=settings.catalog, order=False, groups=restriction)
-        with commit.commit_properties(spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-            _merge(spark, tables_of(settings).results(view), name, spark.sql(sql), outputs)
-        spark.catalog.dropTempView(name)
-        spark.catalog.dropTempView(f"{name}_rows")
+        sql = view_sql(compiled, view, epoch, catalog=home.catalog, order=False, groups=restriction)
+        with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
+            _merge(home.spark, home.tables.results(view), name, home.spark.sql(sql), outputs)
+        home.spark.catalog.dropTempView(name)
+        home.spark.catalog.dropTempView(f"{name}_rows")
     finally:
         keys.unpersist()
     return _Written("touched", count, {"merge": time.perf_counter() - started})
@@ -234,7 +233,7 @@ def _touched_counts(deltas: DataFrame, groups: Mapping[str, ViewGroups]) -> dict
     return {view: int(found.get(view, 0)) for view in groups}
 
 
-def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: str = "auto") -> dict[str, str]:
+def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, str]:
     """Bring every registered view's results.<view> to epoch `epoch` (module doc) and tag
     it; then the marker. Views added after the epoch are left for a later one. `mode`:
     "auto" (touched groups where they are cheaper), or "whole" (every table rewritten:
@@ -245,30 +244,30 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     from cumulus.store.home import load_home_schema
     from cumulus.store.registry import live, registry
 
-    if not settings.results_tables:
+    if not home.settings.results_tables:
         return {}
     started = time.perf_counter()
-    rows = registry(spark, settings)
+    rows = registry(home.spark, home.settings)
     due = [v for v in live(rows) if (v.added_epoch or 0) <= epoch]
-    compiled = compile_registered(load_home_schema(settings), rows, settings.sql_dialect)
+    compiled = compile_registered(load_home_schema(home.settings), rows, home.settings.sql_dialect)
     due = [v.name for v in due if v.name in compiled.views]
-    since = results_epoch(spark, settings)
+    since = results_epoch(home)
     snapshots = None
     if mode == "auto" and 0 < since < epoch:
-        snapshots = delta_snapshots(commit.table_metadata(spark, tables_of(settings).maps), since, epoch)
+        snapshots = delta_snapshots(commit.table_metadata(home.spark, home.tables.maps), since, epoch)
     deltas, groups, touched, keys_s = None, {}, {}, 0.0
     if snapshots is not None:  # the delta rows of every view that may be updated by its groups, read once
         groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))}
         if groups:
             started_keys = time.perf_counter()
-            deltas = _deltas(spark, settings, {m for _, slots in groups.values() for m in slots}, since,
+            deltas = _deltas(home, {m for _, slots in groups.values() for m in slots}, since,
                              snapshots).cache()
             touched = _touched_counts(deltas, groups)
             keys_s = time.perf_counter() - started_keys
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog}.{RESULTS}")
+    home.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {home.catalog}.{RESULTS}")
     try:
-        done = for_each(lambda v: _write_view(spark, settings, compiled, v, epoch, since, deltas, groups, touched, mode), due,
-                        settings.table_workers, f"epoch {epoch} results")
+        done = for_each(lambda v: _write_view(home, compiled, v, epoch, since, deltas, groups, touched, mode), due,
+                        home.settings.table_workers, f"epoch {epoch} results")
     finally:
         if deltas is not None:
             deltas.unpersist()
@@ -278,9 +277,9 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
         seconds.update(w.seconds)
     touched_rows = sum(w.groups for w in done.values())
     fault_point("publish.after-results")
-    marker = tables_of(settings).results_marker
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
-    spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
+    marker = home.tables.results_marker
+    home.spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
+    home.spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
     counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "kept")}
     seconds["total"] = time.perf_counter() - started
     log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s, rows and MERGE "
@@ -290,18 +289,18 @@ def write_results(spark: SparkSession, settings: Settings, epoch: int, *, mode: 
     return how
 
 
-def results_updates(spark: SparkSession, settings: Settings, epoch: int) -> dict[str, str]:
+def results_updates(home: Home, epoch: int) -> dict[str, str]:
     """How each results table came to tag epoch-N: "touched" or "whole" (its commit's
     summary), "unchanged" (no group of it changed: the tag is the earlier epoch's
     snapshot); views without a table at that tag are left out."""
     from cumulus.store.registry import live, registry
 
     found = {}
-    for view in live(registry(spark, settings)):
-        table = tables_of(settings).results(view.name)
-        if not spark.catalog.tableExists(table):
+    for view in live(registry(home.spark, home.settings)):
+        table = home.tables.results(view.name)
+        if not home.spark.catalog.tableExists(table):
             continue
-        meta = commit.table_metadata(spark, table)
+        meta = commit.table_metadata(home.spark, table)
         snap = _tag_snapshot(meta, epoch)
         if snap is None:
             continue

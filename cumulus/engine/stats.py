@@ -6,17 +6,12 @@ approx_count_distinct of the columns asked for, over base.<rel> at the epoch's t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.sql.estimate import Statistics
-from cumulus.store.tables import tables_of, tag_name
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import Home, tag_name
 
 
-def base_statistics(spark: SparkSession, settings: Settings, columns: Mapping[str, Iterable[str]],
+def base_statistics(home: Home, columns: Mapping[str, Iterable[str]],
                     epoch: int) -> Statistics:
     """Statistics of `columns` (relation -> its columns) from base.* at epoch `epoch`'s tag.
     A tuple's layers are counted once each: the distinct counts can only be over."""
@@ -26,7 +21,7 @@ def base_statistics(spark: SparkSession, settings: Settings, columns: Mapping[st
     distinct: dict[tuple[str, str], int] = {}
     for rel, cols in columns.items():
         cols = sorted(set(cols))
-        frame = spark.read.format("iceberg").option("tag", tag_name(epoch)).load(tables_of(settings).base(rel))
+        frame = home.spark.read.format("iceberg").option("tag", tag_name(epoch)).load(home.tables.base(rel))
         got = frame.agg(F.coalesce(F.sum("mult"), F.lit(0)).alias("__rows"),
                         *(F.approx_count_distinct(c).alias(c) for c in cols)).first()
         rows[rel] = int(got["__rows"])

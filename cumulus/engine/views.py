@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.engine.apply import (
@@ -65,10 +64,7 @@ from cumulus.store.registry import (
     live,
     registry,
 )
-from cumulus.store.tables import AUDIT, STABLE, tables_of, tag_name
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import AUDIT, STABLE, Home, tag_name
 
 log = logging.getLogger("cumulus.views")
 
@@ -81,33 +77,33 @@ def latest_closed_epoch(reader, settings: Settings, rows=None) -> int | None:
 
 
 def backfill(
-    spark: SparkSession, settings: Settings, plan: BatchPlan, maps: list[str], name: str, epoch: int | None
+    home: Home, plan: BatchPlan, maps: list[str], name: str, epoch: int | None
 ) -> int:
     """Evaluate the program over base.* (each tuple an insert of its multiplicity) from an
     empty state, the statements `maps` need only, and write the deltas of `maps`."""
     plan = restricted(plan, set(maps))
-    deltas = evaluate_from_base(spark, settings, plan, tag_name(epoch) if epoch is not None else None)
+    deltas = evaluate_from_base(home, plan, tag_name(epoch) if epoch is not None else None)
     record = ApplyRecord(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
         ingest_batches=[], events_snapshots={}, read_snapshot=None,
     )
     if deltas is not None:
         deltas = deltas.where(deltas["map"].isin(maps))
-    return write_deltas(spark, settings, record, deltas).rows
+    return write_deltas(home, record, deltas).rows
 
 
 def add_view(
-    spark: SparkSession, settings: Settings, schema: Schema, name: str, sql: str, kind: str = SQL,
+    home: Home, schema: Schema, name: str, sql: str, kind: str = SQL,
     force: bool = False,
 ) -> Compilation:
     """Register a view (`kind` sql: a SELECT) or a hand-written M3 program (`kind` m3),
     create the tables of the maps it adds and back-fill them. Returns the compilation of
     everything registered. Refused (ViewError) when its maps' estimated entries per base
     row pass `max_entries_per_base_row`, unless `force` (check_state)."""
-    ensure_views_table(spark, settings)
-    ensure_applies_table(spark, settings)
-    with catalog_lock(settings, f"view add {name}"):
-        rows = registry(spark, settings)
+    ensure_views_table(home)
+    ensure_applies_table(home)
+    with catalog_lock(home.settings, f"view add {name}"):
+        rows = registry(home.spark, home.settings)
         if any(v.name == name for v in live(rows)):
             raise ViewError(f"a view named {name} is already registered (cumulus view show {name})")
         if name in dropped(rows):
@@ -119,73 +115,73 @@ def add_view(
             raise ViewError(f"unknown view kind {kind!r} (sql, full or m3)")
         new = RegisteredView(name, sql, kind, len(rows), 0, None)
         if kind == SQL:
-            reason = incremental_refusal(schema, rows, new, settings)  # raises when full refresh is refused
+            reason = incremental_refusal(schema, rows, new, home.settings)  # raises when full refresh is refused
             if reason is not None:
                 new = replace(new, kind=FULL, columns=full_view(
-                    spark, settings, schema, name, sql, reason, settings.sql_dialect).to_json())
+                    home, schema, name, sql, reason, home.settings.sql_dialect).to_json())
         elif kind == FULL:
-            new = replace(new, columns=full_view(spark, settings, schema, name, sql, "asked: view add --refresh full",
-                                                 settings.sql_dialect).to_json())
-        compiled = compile_registered(schema, rows + [new], settings.sql_dialect)
-        before = compile_registered(schema, rows, settings.sql_dialect).checked.maps if rows else {}
-        epoch = current_epoch(spark, settings)
-        check_in_order(ledger_rows(spark, settings), epoch, f"view {name} cannot be added yet", settings)
-        if any(r.kind == "apply" for r in apply_records(spark, settings, epoch)):
+            new = replace(new, columns=full_view(home, schema, name, sql, "asked: view add --refresh full",
+                                                 home.settings.sql_dialect).to_json())
+        compiled = compile_registered(schema, rows + [new], home.settings.sql_dialect)
+        before = compile_registered(schema, rows, home.settings.sql_dialect).checked.maps if rows else {}
+        epoch = current_epoch(home.spark, home.settings)
+        check_in_order(ledger_rows(home.spark, home.settings), epoch, f"view {name} cannot be added yet", home.settings)
+        if any(r.kind == "apply" for r in apply_records(home, epoch)):
             raise ViewError(
                 f"epoch {epoch} already has applied batches; close it first (cumulus epoch close), "
                 "then add the view: it is back-filled from the closed state"
             )
-        previous = compile_registered(schema, rows, settings.sql_dialect).program if live(rows) else None
-        changed = program_changed(spark, settings, previous) if previous is not None else None
+        previous = compile_registered(schema, rows, home.settings.sql_dialect).program if live(rows) else None
+        changed = program_changed(home.spark, home.settings, previous) if previous is not None else None
         if changed:
             raise ViewError(f"{changed}; close epoch {epoch} first (cumulus epoch close: it rebuilds every map from "
                             "base.*), then add the view")
-        closed = latest_closed_epoch(spark, settings)
+        closed = latest_closed_epoch(home.spark, home.settings)
         if not force and closed is not None and name in compiled.views:
-            check_state(spark, settings, compiled, name, closed)
+            check_state(home, compiled, name, closed)
         plan = batch_plan(compiled)
         added = [m for m in compiled.checked.maps if m not in before]
-        ensure_maps_table(spark, settings, [compiled.checked.maps[m] for m in added])
+        ensure_maps_table(home, [compiled.checked.maps[m] for m in added])
         # Before the first close base.* is empty (a fold commits only inside a close,
         # and an interrupted close refuses view add above): nothing to back-fill.
-        if closed is not None and batch_commit(spark, settings, f"backfill-{name}") is None:
+        if closed is not None and batch_commit(home, f"backfill-{name}") is None:
             if new.kind == FULL:
-                written = refresh_views(spark, settings, schema, [as_full_view(new)], closed, settings.sql_dialect,
+                written = refresh_views(home, schema, [as_full_view(new)], closed, home.settings.sql_dialect,
                                         batch_id=f"backfill-{name}", tag=tag_name(closed))
             else:
-                written = backfill(spark, settings, plan, added, name, closed)
+                written = backfill(home, plan, added, name, closed)
             log.info("view %s: %d new maps, back-filled with %d rows from epoch %s", name, len(added), written, closed)
         if closed is not None:
             # The closed epoch's tag and ledger row now name the snapshot with the back-fill.
-            snap = current_snapshot_id(spark, tables_of(settings).maps)
-            spark.sql(f"ALTER TABLE {tables_of(settings).maps} CREATE OR REPLACE TAG `{tag_name(closed)}` AS OF VERSION {snap}")
-            row = ledger_row(spark, settings, closed)
-            if row is not None and row.snapshots.get(tables_of(settings).maps) != snap:
-                transition(spark, settings, closed, row.state, snapshots={**row.snapshots, tables_of(settings).maps: snap})
-            move_branch(spark, {tables_of(settings).maps: snap}, AUDIT)
-            shown = stable_epoch(settings, ledger_rows(spark, settings))
+            snap = current_snapshot_id(home.spark, home.tables.maps)
+            home.spark.sql(f"ALTER TABLE {home.tables.maps} CREATE OR REPLACE TAG `{tag_name(closed)}` AS OF VERSION {snap}")
+            row = ledger_row(home.spark, home.settings, closed)
+            if row is not None and row.snapshots.get(home.tables.maps) != snap:
+                transition(home, closed, row.state, snapshots={**row.snapshots, home.tables.maps: snap})
+            move_branch(home.spark, {home.tables.maps: snap}, AUDIT)
+            shown = stable_epoch(home.settings, ledger_rows(home.spark, home.settings))
             if shown is not None and shown.epoch == closed:  # else the view is stable once that epoch is published
-                move_branch(spark, {tables_of(settings).maps: snap}, STABLE)
-        carry_mark(spark, settings, previous, compiled.program)
-        create_catalog_views(spark, settings, compiled, [name] if name in compiled.views else [])
-        append_row(spark, settings, replace(new, added_epoch=closed or 0,
+                move_branch(home.spark, {home.tables.maps: snap}, STABLE)
+        carry_mark(home, previous, compiled.program)
+        create_catalog_views(home, compiled, [name] if name in compiled.views else [])
+        append_row(home, replace(new, added_epoch=closed or 0,
                                             added_at=dt.datetime.now(dt.UTC).replace(microsecond=0)))
         return compiled
 
 
-def check_state(spark: SparkSession, settings: Settings, compiled: Compilation, name: str, epoch: int) -> None:
+def check_state(home: Home, compiled: Compilation, name: str, epoch: int) -> None:
     """Refuse the view (ViewError) when its maps' entries, estimated from base.* at
     `epoch` (cumulus/sql/estimate.py), pass max_entries_per_base_row per row of the
     relations it reads; the message names the largest map."""
     from cumulus.engine.stats import base_statistics
     from cumulus.sql.estimate import estimate
 
-    bound = float(settings.max_entries_per_base_row)
+    bound = float(home.settings.max_entries_per_base_row)
     if bound <= 0:
         return
     relations = {r for m in compiled.maps.values() for r in m.query.relations if r not in compiled.derived}
     columns = {r: compiled.schema.relation(r).column_names for r in relations}  # (a derived one: estimated from its view)
-    stats = base_statistics(spark, settings, columns, epoch)
+    stats = base_statistics(home, columns, epoch)
     view = estimate(compiled, stats)[name]
     log.info("view %s: its maps would hold about %d entries (%.2f per base row)", name, view.entries, view.per_base_row)
     if view.base_rows and view.per_base_row > bound:
@@ -228,7 +224,7 @@ class Dropped:
     was_registered: bool
 
 
-def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str) -> Dropped:
+def drop_view(home: Home, schema: Schema, name: str) -> Dropped:
     """Drop a registered view (or hand-written program): a `dropped` row in the registry
     (so the view's name and its maps' names stay reserved: old epochs' tags read them),
     its catalog views (views.<name>, views_stable.<name>), and the rows of every map that
@@ -241,32 +237,32 @@ def drop_view(spark: SparkSession, settings: Settings, schema: Schema, name: str
 
     from cumulus.engine.publish import view_names
 
-    ensure_views_table(spark, settings)
-    with catalog_lock(settings, f"view drop {name}"):
-        rows = registry(spark, settings)
-        previous = compile_registered(schema, rows, settings.sql_dialect).program if live(rows) else None
+    ensure_views_table(home)
+    with catalog_lock(home.settings, f"view drop {name}"):
+        rows = registry(home.spark, home.settings)
+        previous = compile_registered(schema, rows, home.settings.sql_dialect).program if live(rows) else None
         registered = is_registered(rows, name)
         if registered:
-            marker = RegisteredView(name, "", DROPPED, len(rows), current_epoch(spark, settings),
+            marker = RegisteredView(name, "", DROPPED, len(rows), current_epoch(home.spark, home.settings),
                                     dt.datetime.now(dt.UTC).replace(microsecond=0))
-            append_row(spark, settings, marker)
+            append_row(home, marker)
             rows = [*rows, marker]
-        everything, programs = compile_all(schema, rows, settings.sql_dialect)
+        everything, programs = compile_all(schema, rows, home.settings.sql_dialect)
         kept = without(everything, programs, dropped(rows)).checked.maps
         shared = sorted(needed_maps(everything, [name], {}) & set(kept))
         unneeded = sorted(set(everything.checked.maps) - set(kept))  # of this view and of any dropped before
         removed: list[str] = []
-        table = tables_of(settings).maps
-        if unneeded and spark.catalog.tableExists(table):
-            present = spark.table(table).where(F.col("map").isin(unneeded)).select("map").distinct().collect()
+        table = home.tables.maps
+        if unneeded and home.spark.catalog.tableExists(table):
+            present = home.spark.table(table).where(F.col("map").isin(unneeded)).select("map").distinct().collect()
             removed = sorted(r["map"] for r in present)
             if removed:
                 names = ", ".join(spark_literal(Const(m, STRING)) for m in removed)
-                spark.sql(f"DELETE FROM {table} WHERE map IN ({names})")
-        if live(rows) and spark.catalog.tableExists(table):
-            carry_mark(spark, settings, previous, compile_registered(schema, rows, settings.sql_dialect).program)
-        for target in view_names(settings, name):
-            spark.sql(f"DROP VIEW IF EXISTS {target}")
-        spark.sql(f"DROP TABLE IF EXISTS {tables_of(settings).results(name)}")  # its rows as a table, gone with it
+                home.spark.sql(f"DELETE FROM {table} WHERE map IN ({names})")
+        if live(rows) and home.spark.catalog.tableExists(table):
+            carry_mark(home, previous, compile_registered(schema, rows, home.settings.sql_dialect).program)
+        for target in view_names(home.settings, name):
+            home.spark.sql(f"DROP VIEW IF EXISTS {target}")
+        home.spark.sql(f"DROP TABLE IF EXISTS {home.tables.results(name)}")  # its rows as a table, gone with it
         log.info("view %s: dropped; the rows of %d maps removed, %d maps kept (shared)", name, len(removed), len(shared))
         return Dropped(name, removed, shared, registered)

@@ -31,7 +31,6 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.errors import IngestError
 from cumulus.faults import fault_point
 from cumulus.ingest.formats import FORMATS
@@ -59,13 +58,13 @@ from cumulus.store.ledger import current_epoch
 from cumulus.store.lock import catalog_lock
 from cumulus.store.quarantine import next_id
 from cumulus.store.tables import (
+    Home,
     attach_catalog,
     events_columns,
-    tables_of,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.ingest")
 
@@ -76,8 +75,7 @@ NOT_ALIVE_DETAIL = (
 
 
 def ingest_files(
-    spark: SparkSession,
-    settings: Settings,
+    home: Home,
     source: str | Source,
     paths: Sequence[str | Path] | None = None,
     fmt: str | None = None,
@@ -88,9 +86,9 @@ def ingest_files(
     source's error rate passes its threshold (the quarantine and the manifest are still
     written, no event is)."""
     started = time.perf_counter()
-    attach_catalog(spark, settings)
-    schema = load_home_schema(settings)
-    src = source if isinstance(source, Source) else get_source(settings, source)
+    attach_catalog(home)
+    schema = load_home_schema(home.settings)
+    src = source if isinstance(source, Source) else get_source(home.settings, source)
     if fmt is not None and fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
     if relation is not None:
@@ -106,24 +104,24 @@ def ingest_files(
     size = sum(f.size for f in inputs)
     log.info("source %s: %d file(s), %.1f MB, checksummed", src.name, len(inputs), size / 1e6)
 
-    with catalog_lock(settings, f"ingest source {src.name}"):
-        report.recovered = [b.batch_id for b in recover_incomplete_batches(spark, settings, schema)]
-        epoch = current_epoch(spark, settings)
+    with catalog_lock(home.settings, f"ingest source {src.name}"):
+        report.recovered = [b.batch_id for b in recover_incomplete_batches(home, schema)]
+        epoch = current_epoch(home.spark, home.settings)
         report.epoch = epoch
         report.batch_id = new_batch_id()
         now = dt.datetime.now(dt.UTC)
         ctx = f"epoch {epoch}, source {src.name}"
-        new, entries, report.already_taken = _dedupe(spark, settings, src, inputs, epoch, report.batch_id, now)
+        new, entries, report.already_taken = _dedupe(home, src, inputs, epoch, report.batch_id, now)
         if report.already_taken:  # a landing folder read again (the warm engine's cadence): nothing to say
             log.info("%s: %d file(s) taken before from the same path: skipped", ctx, len(report.already_taken))
         for entry in entries:
             log.warning("%s: %s is a duplicate of batch %s: skipped", ctx, entry.path, entry.duplicate_of)
         if new:
-            entries = _ingest_new(spark, settings, schema, src, new, report, now) + entries
+            entries = _ingest_new(home, schema, src, new, report, now) + entries
         report.files = entries
         fault_point("after-events")
         props = _batch_props(src, epoch, report.batch_id)
-        append_entries(spark, settings, entries, props)
+        append_entries(home, entries, props)
         report.committed = not report.failed and any(e.status == INGESTED for e in entries)
         fault_point("after-manifest")
     report.seconds = time.perf_counter() - started
@@ -131,7 +129,7 @@ def ingest_files(
     if report.failed:
         raise IngestError(
             f"{ctx}: {report.failed}; nothing of this batch was applied. See "
-            f"`cumulus --home {settings.home} quarantine list --epoch {epoch} --source {src.name}`, "
+            f"`cumulus --home {home.settings.home} quarantine list --epoch {epoch} --source {src.name}`, "
             "fix the files and ingest them again (or raise max_error_rate in cumulus.toml)",
             report,
         )
@@ -148,8 +146,7 @@ def _batch_props(src: Source, epoch: int, batch_id: str) -> dict[str, object]:
 
 
 def _dedupe(
-    spark: SparkSession,
-    settings: Settings,
+    home: Home,
     src: Source,
     inputs: list[InputFile],
     epoch: int,
@@ -159,7 +156,7 @@ def _dedupe(
     """New files; manifest entries for the duplicates (the content taken before under
     another path, or twice here); and the files taken before from the same path, with the
     same content (a folder read again: the manifest has their record already)."""
-    before = taken(spark, settings, [f.checksum for f in inputs])
+    before = taken(home, [f.checksum for f in inputs])
     new: list[InputFile] = []
     dups: list[FileEntry] = []
     again: list[str] = []
@@ -188,8 +185,7 @@ def _dedupe(
 
 
 def _ingest_new(
-    spark: SparkSession,
-    settings: Settings,
+    home: Home,
     schema: Schema,
     src: Source,
     inputs: list[InputFile],
@@ -206,12 +202,12 @@ def _ingest_new(
     phase = time.perf_counter()
     # A small batch on a local master is parsed here: Spark's Python tasks would cost a
     # worker's start (seconds in a cold process) and a job per relation for a few rows.
-    in_driver = settings.is_local and sum(f.size for f in inputs) <= settings.ingest_local_bytes
+    in_driver = home.settings.is_local and sum(f.size for f in inputs) <= home.settings.ingest_local_bytes
     log.info("%s: parsing %d file(s) in %d unit(s)%s", ctx, len(files), len(units), " in the driver" if in_driver else "")
     passes: dict[str | None, DataFrame] = {}  # relation (None: no relation) -> its records
     stats = []  # per file, relation, reason and op: rows (n) and positions (lo, hi)
     for name in [*schema.names, None]:
-        parsed = parse_relation(spark, units, schema, name, in_driver)
+        parsed = parse_relation(home.spark, units, schema, name, in_driver)
         if parsed is not None:
             passes[name] = parsed.frame if in_driver else parsed.frame.persist()
             stats += parsed.local_stats() if in_driver else []
@@ -245,7 +241,7 @@ def _ingest_new(
     for u in units:
         unit_base[u.index] = acc
         acc += unit_size[u.index]
-    offset = next_seq(spark, settings, epoch, src.priority)
+    offset = next_seq(home, epoch, src.priority)
 
     # Liveness of deletes, per relation that has deletes in the batch.
     phase = time.perf_counter()
@@ -254,10 +250,10 @@ def _ingest_new(
     for rel in schema.relations:
         if not any(r["__relation"] == rel.name and r["__reason"] is None and r["__op"] < 0 for r in stats):
             continue
-        done = folded_through(spark, settings, rel.name)
-        events = spark.table(tables_of(settings).events(rel.name)).where(F.col("epoch") > done)
+        done = folded_through(home, rel.name)
+        events = home.spark.table(home.tables.events(rel.name)).where(F.col("epoch") > done)
         rejected = not_alive(
-            relation_rows(passes[rel.name], rel), rel, spark.table(tables_of(settings).base(rel.name)), events
+            relation_rows(passes[rel.name], rel), rel, home.spark.table(home.tables.base(rel.name)), events
         ).persist()
         for r in rejected.groupBy("__file").count().collect():
             dead_counts[(r["__file"], rel.name)] = r["count"]
@@ -297,12 +293,12 @@ def _ingest_new(
 
     props = _batch_props(src, epoch, batch_id)
     files_df = local_frame(
-        spark,
+        home.spark,
         [(f.index, f.path, f.checksum, f.unit, unit_base[f.unit]) for f in files],
         "__file INT, __path STRING, __checksum STRING, __unit_of_file INT, __ubase BIGINT",
     )
     if report.rejected:
-        _write_quarantine(spark, settings, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props)
+        _write_quarantine(home, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props)
         fault_point("after-quarantine")
     if not report.failed:
         written = 0
@@ -327,7 +323,7 @@ def _ingest_new(
                 F.lit(batch_id).alias("batch_id"),
             )
             assert tuple(events.columns) == tuple(n for n, _ in events_columns(rel))
-            writer = events.writeTo(tables_of(settings).events(rel.name))
+            writer = events.writeTo(home.tables.events(rel.name))
             for key, value in commit.write_options(props).items():
                 writer = writer.option(key, value)
             writer.append()
@@ -382,7 +378,7 @@ def _changed(files: list[InputFile]) -> str | None:
 
 
 def _write_quarantine(
-    spark, settings, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props
+    home: Home, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props
 ) -> None:
     """One append of every rejected row, ids in (unit, position) order."""
     from pyspark.sql import Window
@@ -408,8 +404,8 @@ def _write_quarantine(
     for u in units:
         qbase.append((u.index, acc))
         acc += per_unit[u.index]
-    bases = local_frame(spark, qbase, "__unit INT, __qbase BIGINT")
-    first = next_id(spark, settings)
+    bases = local_frame(home.spark, qbase, "__unit INT, __qbase BIGINT")
+    first = next_id(home)
     in_unit = Window.partitionBy("__unit").orderBy("__pos")
     rows = (
         rejected.join(F.broadcast(files_df.drop("__unit_of_file", "__ubase")), "__file")
@@ -431,7 +427,7 @@ def _write_quarantine(
             F.lit(now).cast("timestamp").alias("ingested_at"),
         )
     )
-    writer = rows.writeTo(tables_of(settings).quarantine)
+    writer = rows.writeTo(home.tables.quarantine)
     for key, value in commit.write_options(props).items():
         writer = writer.option(key, value)
     writer.append()

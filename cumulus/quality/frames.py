@@ -14,14 +14,13 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.m3.ast import Const
 from cumulus.quality.facts import MapFacts
 from cumulus.schema import STRING, Relation
 from cumulus.spark.local import local_frame
 from cumulus.sql.sqltext import spark_literal
 from cumulus.store.maps import VALUE_TYPES, key_slots, key_type, value_slot
-from cumulus.store.tables import tables_of, tag_name
+from cumulus.store.tables import Home, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,7 +56,7 @@ def _touched(frame: DataFrame, changed: DataFrame, columns: Sequence[str]) -> Da
 
 
 def maps_frame(
-    spark: SparkSession, settings: Settings, maps: Iterable[MapFacts], epoch: int, *, touched: bool = False
+    home: Home, maps: Iterable[MapFacts], epoch: int, *, touched: bool = False
 ) -> DataFrame:
     """One row per entry, as readers see it: a map's rows at the tag summed per key, zero
     sums left out (absent entries). Columns: map, key (JSON), value (the sum, as DOUBLE;
@@ -74,8 +73,8 @@ def maps_frame(
 
     maps = list(maps)
     if not maps:
-        return local_frame(spark, [], MAPS_SCHEMA)
-    tagged = at_tag(spark, tables_of(settings).maps, epoch).where(F.col("map").isin([m.name for m in maps]))
+        return local_frame(home.spark, [], MAPS_SCHEMA)
+    tagged = at_tag(home.spark, home.tables.maps, epoch).where(F.col("map").isin([m.name for m in maps]))
     have = set(tagged.columns)
     users: dict[str, list[str]] = {}  # slot -> the maps with a key in it
     types: dict[str, str] = {}  # slot -> its M3 type
@@ -119,7 +118,7 @@ def _sql_text(text: str) -> str:
 
 
 def base_frame(
-    spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int, *, touched: bool = False
+    home: Home, relations: Iterable[Relation], epoch: int, *, touched: bool = False
 ) -> DataFrame:
     """Columns: relation, tuple (JSON of the relation's columns), mult: one row per tuple
     stored with a nonzero count (the fold layers summed, cumulus.store.fold.base_rows).
@@ -130,30 +129,30 @@ def base_frame(
 
     parts = []
     for r in relations:
-        rows = base_rows(spark, tables_of(settings).base(r.name), list(r.column_names), tag_name(epoch), live=False)
+        rows = base_rows(home.spark, home.tables.base(r.name), list(r.column_names), tag_name(epoch), live=False)
         if touched:
-            changed = spark.table(tables_of(settings).events(r.name)).where(F.col("epoch") == epoch)
+            changed = home.spark.table(home.tables.events(r.name)).where(F.col("epoch") == epoch)
             rows = _touched(rows, changed, list(r.column_names))
         parts.append(rows.select(
             F.lit(r.name).alias("relation"),
             json_of(r.column_names).alias("tuple"),
             F.col("mult").cast("bigint").alias("mult"),
         ))
-    return _stack(spark, parts, BASE_SCHEMA)
+    return _stack(home.spark, parts, BASE_SCHEMA)
 
 
-def events_frame(spark: SparkSession, settings: Settings, relations: Iterable[Relation], epoch: int) -> DataFrame:
+def events_frame(home: Home, relations: Iterable[Relation], epoch: int) -> DataFrame:
     """Columns: relation, op, epoch, source_id, seq, batch_id of every event of `epoch`.
     events.* is not tagged; its epoch partition no longer changes once the epoch is sealed."""
     from pyspark.sql import functions as F
 
     parts = [
-        spark.table(tables_of(settings).events(r.name))
+        home.spark.table(home.tables.events(r.name))
         .where(F.col("epoch") == epoch)
         .select(F.lit(r.name).alias("relation"), "op", "epoch", "source_id", "seq", "batch_id")
         for r in relations
     ]
-    return _stack(spark, parts, EVENTS_SCHEMA)
+    return _stack(home.spark, parts, EVENTS_SCHEMA)
 
 
 def materialize(frame: DataFrame) -> DataFrame:

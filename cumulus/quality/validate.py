@@ -41,10 +41,9 @@ from cumulus.quality.summary import (
 )
 from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_row, ledger_rows, transition
 from cumulus.store.ledger import FAILED as FAILED_STATE
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
     from cumulus.quality.facts import MapFacts
     from cumulus.quality.gxrun import GxRun, SuiteOutcome
@@ -118,8 +117,7 @@ def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> 
 
 
 def validate_epoch(
-    spark: SparkSession,
-    settings: Settings,
+    home: Home,
     epoch: int,
     expectations: str | Path | None = None,
     progress: Progress | None = None,
@@ -130,26 +128,26 @@ def validate_epoch(
     and runs the oracle, which recomputes every view; otherwise the checks cover what the
     epoch touched: the entries it wrote, the tuples its events changed, its events."""
     say = progress or (lambda _line: None)
-    done = published_outcome(spark, settings, epoch, say)
+    done = published_outcome(home.spark, home.settings, epoch, say)
     if done is not None:
         return done
     specs = load_suites(expectations)
     started = time.perf_counter()
     log.info("epoch %d: validating", epoch)
     if full is None:
-        full = is_full_epoch(settings, epoch)
-    summary = _run(spark, settings, epoch, specs, say, full)
+        full = is_full_epoch(home.settings, epoch)
+    summary = _run(home, epoch, specs, say, full)
     summary["seconds"] = round(time.perf_counter() - started, 1)
-    write_summary(settings, summary)
-    write_epoch_page(settings, epoch, Path(summary["report"]))
+    write_summary(home.settings, summary)
+    write_epoch_page(home.settings, epoch, Path(summary["report"]))
     passed = summary["outcome"] == PASSED
-    state = publish_passed(spark, settings, epoch, summary) if passed else FAILED_STATE
+    state = publish_passed(home, epoch, summary) if passed else FAILED_STATE
     if not passed:
-        transition(spark, settings, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+        transition(home, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
     log.info("epoch %d: validation %s -> %s; report %s", epoch, summary["outcome"], state, summary["report"])
     say(f"epoch {epoch}: validation {summary['outcome']} -> {state}")
     if state == HELD:
-        say(held_text(ledger_rows(spark, settings), epoch, settings))
+        say(held_text(ledger_rows(home.spark, home.settings), epoch, home.settings))
     if not passed:
         say(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
     say(f"data docs (every epoch): {summary['data_docs']}")
@@ -157,16 +155,16 @@ def validate_epoch(
     return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
 
 
-def publish_passed(spark: SparkSession, settings: Settings, epoch: int, summary: dict | None = None) -> str:
+def publish_passed(home: Home, epoch: int, summary: dict | None = None) -> str:
     """Record a passed validation (when `summary` is given) and publish what may be: the
     epoch's state afterwards, published or held (HELD). A crash between the two leaves a
     passed epoch `closed`; validating it again publishes it (published_outcome, then this)."""
     from cumulus.engine.publish import publish_ready
 
     if summary is not None:  # closed (or failed before): closed now, with its validation
-        transition(spark, settings, epoch, CLOSED, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+        transition(home, epoch, CLOSED, validation=summary["outcome"], validation_detail=ledger_detail(summary))
         fault_point("validate.after-ledger")
-    stable = publish_ready(spark, settings)
+    stable = publish_ready(home)
     return PUBLISHED if stable is not None and stable.epoch >= epoch else HELD
 
 
@@ -185,32 +183,32 @@ class Scope:
     skipped_maps: list[str]
 
 
-def _scope(spark: SparkSession, settings: Settings, epoch: int) -> Scope:
+def _scope(home: Home, epoch: int) -> Scope:
     from cumulus.engine.registry import compile_registered
     from cumulus.quality.facts import map_facts
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.home import load_home_schema
     from cumulus.store.registry import live, registry
 
-    schema = load_home_schema(settings)
-    rows = registry(spark, settings)
+    schema = load_home_schema(home.settings)
+    rows = registry(home.spark, home.settings)
     views = live(rows)
-    compilation = compile_registered(schema, rows, settings.sql_dialect) if views else None
+    compilation = compile_registered(schema, rows, home.settings.sql_dialect) if views else None
     due = [v.name for v in views if v.added_epoch <= epoch]  # a view added later is tagged from then on
     facts = map_facts(compilation) if compilation else {}
     sharing = compilation.sharing() if compilation else {}
     due_maps = [m for m in facts if set(sharing.get(m, ())) & set(due)]
-    tables = {tables_of(settings).maps: "maps"} if due_maps else {}
-    tables.update({tables_of(settings).base(r.name): "base" for r in schema.relations})
-    catalog = pyiceberg_catalog(settings)
+    tables = {home.tables.maps: "maps"} if due_maps else {}
+    tables.update({home.tables.base(r.name): "base" for r in schema.relations})
+    catalog = pyiceberg_catalog(home.settings)
     tags = {t: _tag_snapshot(catalog, t, epoch) for t in tables}
     return Scope(
         schema=schema,
         compilation=compilation,
         views=due,
         skipped_views=[v.name for v in views if v.added_epoch > epoch],
-        maps=[facts[m] for m in due_maps if tags[tables_of(settings).maps] is not None],
-        relations=[r for r in schema.relations if tags[tables_of(settings).base(r.name)] is not None],
+        maps=[facts[m] for m in due_maps if tags[home.tables.maps] is not None],
+        relations=[r for r in schema.relations if tags[home.tables.base(r.name)] is not None],
         tables=tables,
         tags=tags,
         skipped_maps=[m for m in facts if m not in due_maps],
@@ -223,7 +221,7 @@ def is_full_epoch(settings: Settings, epoch: int) -> bool:
 
 
 def _run(
-    spark: SparkSession, settings: Settings, epoch: int, specs: dict[str, SuiteSpec], say: Progress, full: bool
+    home: Home, epoch: int, specs: dict[str, SuiteSpec], say: Progress, full: bool
 ) -> dict:
     import pandas as pd
 
@@ -231,8 +229,8 @@ def _run(
     from cumulus.quality.gxrun import GxRun
     from cumulus.store.files import committed_batches
 
-    scope = _scope(spark, settings, epoch)
-    folder = report_dir(settings, epoch)
+    scope = _scope(home, epoch)
+    folder = report_dir(home.settings, epoch)
     if folder.exists():
         shutil.rmtree(folder)  # an earlier run's summary (or, before the one site, the epoch's own site)
     if full:
@@ -242,17 +240,17 @@ def _run(
             f"recomputed, at tag epoch-{epoch}"
         )
     else:
-        after = epoch + settings.full_validation_every - (epoch - 1) % settings.full_validation_every
+        after = epoch + home.settings.full_validation_every - (epoch - 1) % home.settings.full_validation_every
         say(
             f"epoch {epoch}: validating what the epoch touched: the entries it wrote in {len(scope.maps)} maps, "
             f"the tuples it changed in {len(scope.relations)} base relations and its events, at tag epoch-{epoch} "
             f"(in full, with the oracle, at epoch {after} or with --full)"
         )
     say(f"epoch {epoch}: loading Great Expectations")
-    run = GxRun(settings.home, run_name=f"epoch-{epoch}")
+    run = GxRun(home.settings.home, run_name=f"epoch-{epoch}")
     suites: list[dict] = []
 
-    recorded = ledger_row(spark, settings, epoch).snapshots or {}
+    recorded = ledger_row(home.spark, home.settings, epoch).snapshots or {}
     tag_rows = [
         {"table": t, "kind": kind, "tag_snapshot": _text(scope.tags[t]), "ledger_snapshot": _text(recorded.get(t))}
         for t, kind in scope.tables.items()
@@ -264,23 +262,23 @@ def _run(
     relations = list(scope.schema.relations)
     # The epoch's events first: a touched check of a base relation without any is empty,
     # so it is left out (not a scan of the relation and its events for nothing).
-    local = settings.validation_local_rows
-    events = frames.for_gx(frames.events_frame(spark, settings, relations, epoch), local)
+    local = home.settings.validation_local_rows
+    events = frames.for_gx(frames.events_frame(home, relations, epoch), local)
     try:
         changed = set(frames.column_values(events, "relation"))
         based = [r for r in scope.relations if full or r.name in changed]
         stacked = {
             "maps": (
-                lambda: frames.for_gx(frames.maps_frame(spark, settings, scope.maps, epoch, touched=not full), local),
+                lambda: frames.for_gx(frames.maps_frame(home, scope.maps, epoch, touched=not full), local),
                 [m.name for m in scope.maps], {},
             ),
             "base": (
-                lambda: frames.for_gx(frames.base_frame(spark, settings, based, epoch, touched=not full), local),
+                lambda: frames.for_gx(frames.base_frame(home, based, epoch, touched=not full), local),
                 [r.name for r in based], {},
             ),
             "events": (
                 lambda: events, [r.name for r in relations],
-                {"committed_batches": [b.batch_id for b in committed_batches(spark, settings, epoch)]},
+                {"committed_batches": [b.batch_id for b in committed_batches(home.spark, home.settings, epoch)]},
             ),
         }
         for name, (build, names, parameters) in stacked.items():
@@ -296,7 +294,7 @@ def _run(
     finally:
         frames.release(events)
 
-    views = _oracle(spark, settings, scope, epoch, specs["oracle"], run, suites, say) if full else []
+    views = _oracle(home, scope, epoch, specs["oracle"], run, suites, say) if full else []
     index = run.finish()
     failed = failed_checks(suites, views)
     return {
@@ -305,7 +303,7 @@ def _run(
         "validated_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "report": report_page(suites),
         "data_docs": str(index),
-        "summary": str(summary_path(settings, epoch)),
+        "summary": str(summary_path(home.settings, epoch)),
         "suites": suites,
         "views": views,
         "scope": "full" if full else "touched",
@@ -314,7 +312,7 @@ def _run(
     }
 
 
-def _oracle(spark, settings, scope: Scope, epoch: int, spec: SuiteSpec, run: GxRun, suites: list[dict],
+def _oracle(home: Home, scope: Scope, epoch: int, spec: SuiteSpec, run: GxRun, suites: list[dict],
             say: Progress) -> list[dict]:
     """Compare every due view with its recomputation; validate the comparison frame. Only
     tagged relations are registered: a view over an untagged one fails its own check."""
@@ -333,14 +331,14 @@ def _oracle(spark, settings, scope: Scope, epoch: int, spec: SuiteSpec, run: GxR
         float(spec.meta.get("double_relative_tolerance", 1e-9)), float(spec.meta.get("double_absolute_tolerance", 1e-9))
     )
     comparisons: list[ViewComparison] = []
-    temp_views = register_expanded_base(spark, settings, scope.relations, epoch) if scope.views else []
+    temp_views = register_expanded_base(home, scope.relations, epoch) if scope.views else []
     try:
-        reader = Reader(settings)
+        reader = Reader(home.settings)
         for name in scope.views:
             plan = scope.compilation.views[name]
             try:
                 engine = reader.read_view(name, At(epoch))
-                recomputed = recompute(spark, plan, scope.schema, epoch)
+                recomputed = recompute(home.spark, plan, scope.schema, epoch)
                 comparison = compare_view(plan, engine, recomputed, tolerance)
             except Exception as exc:  # a view that cannot be read or recomputed fails its check
                 log.warning("epoch %d: oracle for view %s raised %s: %s", epoch, name, type(exc).__name__, exc)
@@ -353,7 +351,7 @@ def _oracle(spark, settings, scope: Scope, epoch: int, spec: SuiteSpec, run: GxR
             log.info("epoch %d: oracle view %s %s", epoch, name, state)
     finally:
         for view in temp_views:
-            spark.catalog.dropTempView(view)
+            home.spark.catalog.dropTempView(view)
     rows = [r for c in comparisons for r in c.rows]
     outcome = run.validate(spec, pd.DataFrame(rows, columns=list(spec.frame), dtype=object))
     suites.append(_suite_dict(outcome, spec, scope.views))

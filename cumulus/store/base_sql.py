@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from cumulus.config import DEFAULT_DIALECT, Settings
+from cumulus.config import DEFAULT_DIALECT
 from cumulus.schema import Relation, Schema
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 
 def temp_view_name(relation: str, epoch: int) -> str:
@@ -22,7 +22,7 @@ def temp_view_name(relation: str, epoch: int) -> str:
 
 
 def register_expanded_base(
-    spark: SparkSession, settings: Settings, relations: Schema | Iterable[Relation], epoch: int,
+    home: Home, relations: Schema | Iterable[Relation], epoch: int,
     *, at_tag: bool = True,
 ) -> list[str]:
     """A temporary view per relation (every relation of a Schema, or the ones given):
@@ -36,7 +36,7 @@ def register_expanded_base(
     for rel in relations.base if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)
         tag = tag_name(epoch) if at_tag else None
-        rows = base_rows(spark, tables_of(settings).base(rel.name), list(rel.column_names), tag)
+        rows = base_rows(home.spark, home.tables.base(rel.name), list(rel.column_names), tag)
         expand(rows, rel.column_names).createOrReplaceTempView(name)
         names.append(name)
     return names

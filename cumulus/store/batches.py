@@ -21,16 +21,11 @@ import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.schema import Schema
 from cumulus.store import commit
 from cumulus.store.files import ROLLED_BACK, FileEntry, append_entries, known_batch_ids
-from cumulus.store.tables import tables_of
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import Home
 
 log = logging.getLogger("cumulus.recovery")
 
@@ -49,20 +44,20 @@ class PendingBatch:
 
 
 def incomplete_batches(
-    spark: SparkSession, settings: Settings, schema: Schema
+    home: Home, schema: Schema
 ) -> dict[str, PendingBatch]:
     """Batches with commits in events.* or cumulus.quarantine but no manifest row. The
     manifest's own commits carry their batch ids, so only a batch none of them names
     (one whose manifest commit has expired, or an incomplete one) costs a lookup."""
     pending: dict[str, PendingBatch] = {}
-    tables = [tables_of(settings).events(r.name) for r in schema.relations]
-    tables.append(tables_of(settings).quarantine)
-    history = {table: commit.snapshots(spark, table) for table in tables}
+    tables = [home.tables.events(r.name) for r in schema.relations]
+    tables.append(home.tables.quarantine)
+    history = {table: commit.snapshots(home.spark, table) for table in tables}
     found = {s.summary.get(commit.BATCH_ID) for snaps in history.values() for s in snaps} - {None}
-    known = {s.summary.get(key) for s in commit.snapshots(spark, tables_of(settings).files)
+    known = {s.summary.get(key) for s in commit.snapshots(home.spark, home.tables.files)
              for key in (commit.BATCH_ID, commit.ROLLBACK_OF)}
     if found - known:
-        known |= known_batch_ids(spark, settings, found - known)
+        known |= known_batch_ids(home, found - known)
     for table, snaps in history.items():
         for snap in snaps:
             batch_id = snap.summary.get(commit.BATCH_ID)
@@ -77,11 +72,11 @@ def incomplete_batches(
 
 
 def recover_incomplete_batches(
-    spark: SparkSession, settings: Settings, schema: Schema
+    home: Home, schema: Schema
 ) -> list[PendingBatch]:
     """Roll back every incomplete batch (call under the catalog lock). Idempotent: a
     crash during recovery is recovered by the next call."""
-    pending = incomplete_batches(spark, settings, schema)
+    pending = incomplete_batches(home, schema)
     for batch in pending.values():
         log.warning(
             "rolling back batch %s (source %s, epoch %d): it crashed before its manifest; "
@@ -91,8 +86,8 @@ def recover_incomplete_batches(
             batch.epoch,
         )
         for table in sorted(batch.tables):
-            with commit.commit_properties(spark, {commit.ROLLBACK_OF: batch.batch_id}):
-                spark.sql(
+            with commit.commit_properties(home.spark, {commit.ROLLBACK_OF: batch.batch_id}):
+                home.spark.sql(
                     f"DELETE FROM {table} WHERE epoch = {int(batch.epoch)} "
                     f"AND batch_id = '{batch.batch_id}'"
                 )
@@ -110,5 +105,5 @@ def recover_incomplete_batches(
             detail="crashed before its manifest; rows removed from " + ", ".join(sorted(batch.tables)),
             ingested_at=dt.datetime.now(dt.UTC),
         )
-        append_entries(spark, settings, [marker], {commit.ROLLBACK_OF: batch.batch_id})
+        append_entries(home, [marker], {commit.ROLLBACK_OF: batch.batch_id})
     return list(pending.values())

@@ -15,16 +15,13 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cumulus.config import Settings
 from cumulus.spark.local import local_frame
 from cumulus.store.commit import write_options
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import FILES_COLUMNS, ddl_type, tables_of
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import FILES_COLUMNS, Home, ddl_type, tables_of
 
 INGESTED, DUPLICATE, REJECTED, ROLLED_BACK = "ingested", "duplicate", "rejected", "rolled-back"
 
@@ -78,41 +75,41 @@ class Batch:
 
 
 def append_entries(
-    spark: SparkSession, settings: Settings, entries: Sequence[FileEntry], props: Mapping[str, Any]
+    home: Home, entries: Sequence[FileEntry], props: Mapping[str, Any]
 ) -> None:
     """One commit of manifest rows, marked with `props` in the snapshot summary."""
-    df = local_frame(spark, [astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
-    writer = df.coalesce(1).writeTo(tables_of(settings).files)
+    df = local_frame(home.spark, [astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
+    writer = df.coalesce(1).writeTo(home.tables.files)
     for key, value in write_options(props).items():
         writer = writer.option(key, value)
     writer.append()
 
 
-def taken(spark: SparkSession, settings: Settings, checksums: Iterable[str]) -> dict[str, dict]:
+def taken(home: Home, checksums: Iterable[str]) -> dict[str, dict]:
     """checksum -> its `ingested` manifest row, for the given checksums already taken.
     (The manifest's ingested rows through read_rows: a warm engine's next batch reads only
     the rows appended since, often none.)"""
     wanted = set(checksums)
     if not wanted:
         return {}
-    return {r["checksum"]: r for r in read_rows(spark, tables_of(settings).files, {"status": INGESTED}) if r["checksum"] in wanted}
+    return {r["checksum"]: r for r in read_rows(home.spark, home.tables.files, {"status": INGESTED}) if r["checksum"] in wanted}
 
 
-def known_batch_ids(spark: SparkSession, settings: Settings, batch_ids: Iterable[str]) -> set[str]:
+def known_batch_ids(home: Home, batch_ids: Iterable[str]) -> set[str]:
     """Those of `batch_ids` the manifest knows, whatever their status."""
     from pyspark.sql import functions as F
 
     wanted = sorted(set(batch_ids))
     if not wanted:
         return set()
-    rows = spark.table(tables_of(settings).files).where(F.col("batch_id").isin(wanted)).select("batch_id").distinct().collect()
+    rows = home.spark.table(home.tables.files).where(F.col("batch_id").isin(wanted)).select("batch_id").distinct().collect()
     return {r.batch_id for r in rows}
 
 
-def next_seq(spark: SparkSession, settings: Settings, epoch: int, source_id: int) -> int:
+def next_seq(home: Home, epoch: int, source_id: int) -> int:
     """The first seq free for (epoch, source): after every range the manifest reserved.
     (The rows read are those committed_batches reads for the epoch: one kept read.)"""
-    rows = read_rows(spark, tables_of(settings).files, {"status": INGESTED, "epoch": epoch})
+    rows = read_rows(home.spark, home.tables.files, {"status": INGESTED, "epoch": epoch})
     ends = [r["seq_max"] for r in rows if r["source_id"] == source_id and r["seq_max"] is not None]
     return max(ends) + 1 if ends else 0
 

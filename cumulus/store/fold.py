@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cumulus.config import Settings
 from cumulus.errors import NoSuchEpochError, StoreError
 from cumulus.parallel import for_each
 from cumulus.schema import Relation
@@ -44,7 +43,7 @@ from cumulus.store.batches import recover_incomplete_batches
 from cumulus.store.home import load_home_schema
 from cumulus.store.ledger import OPEN, ledger_row
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import attach_catalog, tables_of
+from cumulus.store.tables import Home, attach_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,11 +72,11 @@ class Layers:
     compacted_rows: int  # rows the last compaction (or compact first fold) left
 
 
-def folded_through(spark: SparkSession, settings: Settings, relation: str) -> int:
+def folded_through(home: Home, relation: str) -> int:
     """The last epoch folded into base.<relation> (0: none)."""
     epochs = [
         int(s.summary[commit.FOLDED_EPOCH])
-        for s in commit.snapshots(spark, tables_of(settings).base(relation))
+        for s in commit.snapshots(home.spark, home.tables.base(relation))
         if commit.FOLDED_EPOCH in s.summary
     ]
     return max(epochs, default=0)
@@ -138,14 +137,14 @@ def _summed(df: DataFrame, columns: list[str], live: bool = True) -> DataFrame:
     return grouped.where(F.col("mult") > 0 if live else F.col("mult") != 0)
 
 
-def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str, FoldResult]:
+def fold_epoch(home: Home, epoch: int) -> dict[str, FoldResult]:
     """Fold the committed events of `epoch` (and of any unfolded earlier epoch) into every
     base.<rel>, then compact the tables whose layers outgrew the ratio. Idempotent; takes
     the catalog lock; refuses an epoch that is still open."""
-    attach_catalog(spark, settings)
-    schema = load_home_schema(settings)
-    with catalog_lock(settings, f"fold epoch {epoch}"):
-        row = ledger_row(spark, settings, epoch)
+    attach_catalog(home)
+    schema = load_home_schema(home.settings)
+    with catalog_lock(home.settings, f"fold epoch {epoch}"):
+        row = ledger_row(home.spark, home.settings, epoch)
         if row is None:
             raise NoSuchEpochError(f"epoch {epoch} is not in the ledger")
         if row.state == OPEN:
@@ -153,29 +152,29 @@ def fold_epoch(spark: SparkSession, settings: Settings, epoch: int) -> dict[str,
                 f"epoch {epoch} is still open (taking input); seal it first "
                 f"(ledger.transition(spark, settings, {epoch}, 'applied'))"
             )
-        recover_incomplete_batches(spark, settings, schema)
+        recover_incomplete_batches(home, schema)
 
         def fold(name: str) -> FoldResult:
             rel = schema.relation(name)
-            result = _fold_relation(spark, settings, rel, epoch)
-            if compact_base(spark, settings, rel, settings.base_compaction_ratio):
+            result = _fold_relation(home, rel, epoch)
+            if compact_base(home, rel, home.settings.base_compaction_ratio):
                 result = replace(result, compacted=True)
             return result
 
-        results = for_each(fold, [rel.name for rel in schema.relations], settings.table_workers, f"epoch {epoch} fold")
+        results = for_each(fold, [rel.name for rel in schema.relations], home.settings.table_workers, f"epoch {epoch} fold")
     return results
 
 
-def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch: int) -> FoldResult:
+def _fold_relation(home: Home, rel: Relation, epoch: int) -> FoldResult:
     from pyspark.sql import functions as F
 
-    done = folded_through(spark, settings, rel.name)
-    target = tables_of(settings).base(rel.name)
+    done = folded_through(home, rel.name)
+    target = home.tables.base(rel.name)
     if done >= epoch:
         log.info("base.%s: already folded through epoch %d, skipped", rel.name, done)
         return FoldResult(rel.name, False, done + 1, epoch, 0, None)
-    events = tables_of(settings).events(rel.name)
-    if not any(done < int(s.summary.get(commit.EPOCH, -1)) <= epoch for s in commit.snapshots(spark, events)):
+    events = home.tables.events(rel.name)
+    if not any(done < int(s.summary.get(commit.EPOCH, -1)) <= epoch for s in commit.snapshots(home.spark, events)):
         # Every events row is written by an ingest commit marked with its epoch: none in
         # the range, no events, so no Spark job.
         log.info("base.%s: no events in epochs %d..%d, nothing to fold", rel.name, done + 1, epoch)
@@ -183,13 +182,13 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
     started = time.perf_counter()
     keys = list(rel.column_names)
     delta = (
-        spark.table(events)
+        home.spark.table(events)
         .where((F.col("epoch") > done) & (F.col("epoch") <= epoch))
         .groupBy(*[F.col(f"`{k}`") for k in keys])
         .agg(F.sum(F.col("op").cast("bigint")).alias("mult"))
         .where(F.col("mult") != 0)
     )
-    meta = commit.table_metadata(spark, target)
+    meta = commit.table_metadata(home.spark, target)
     props: dict[str, object] = {commit.FOLDED_EPOCH: epoch}
     if commit.total_records(meta) == 0:
         # Into an empty table, a fold of positive counts (one row per tuple) is compact:
@@ -205,16 +204,16 @@ def _fold_relation(spark: SparkSession, settings: Settings, rel: Relation, epoch
         props[LAYERS_BEFORE] = layers_in(meta).rows
     delta.writeTo(target).options(**commit.write_options(props)).append()
     delta.unpersist()
-    marked = [s for s in commit.snapshots(spark, target) if s.summary.get(commit.FOLDED_EPOCH) == str(epoch)]
+    marked = [s for s in commit.snapshots(home.spark, target) if s.summary.get(commit.FOLDED_EPOCH) == str(epoch)]
     changed = int(marked[-1].summary.get("added-records", 0)) if marked else 0
     log.info(
         "base.%s: folded epochs %d..%d, %d tuples changed, %d layer rows (%.1f s)",
-        rel.name, done + 1, epoch, changed, layers(spark, target).rows, time.perf_counter() - started,
+        rel.name, done + 1, epoch, changed, layers(home.spark, target).rows, time.perf_counter() - started,
     )
     return FoldResult(rel.name, True, done + 1, epoch, changed, marked[-1].snapshot_id if marked else None)
 
 
-def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: float | None = None) -> int:
+def compact_base(home: Home, rel: Relation, ratio: float | None = None) -> int:
     """Rewrite base.<rel> as one row per live tuple, in one overwrite commit, when its fold
     layers hold more than `ratio` times the compacted rows (None: whenever it has layers).
     The multiset is unchanged, so a crash before or after the commit is harmless and a
@@ -222,16 +221,16 @@ def compact_base(spark: SparkSession, settings: Settings, rel: Relation, ratio: 
     compacted (0: nothing done)."""
     from pyspark.sql import functions as F
 
-    target = tables_of(settings).base(rel.name)
-    state = layers(spark, target)
+    target = home.tables.base(rel.name)
+    state = layers(home.spark, target)
     if state.rows == 0 or (ratio is not None and state.rows <= ratio * max(state.compacted_rows, 1)):
         return 0
     started = time.perf_counter()
-    props = {commit.FOLDED_EPOCH: folded_through(spark, settings, rel.name), LAYER_ROWS: 0}
-    live = _summed(spark.table(target), list(rel.column_names))
+    props = {commit.FOLDED_EPOCH: folded_through(home, rel.name), LAYER_ROWS: 0}
+    live = _summed(home.spark.table(target), list(rel.column_names))
     live.writeTo(target).options(**commit.write_options(props)).overwrite(F.lit(True))
     log.info(
         "base.%s: compacted %d layer rows into %d rows (%.1f s)",
-        rel.name, state.rows, layers(spark, target).compacted_rows, time.perf_counter() - started,
+        rel.name, state.rows, layers(home.spark, target).compacted_rows, time.perf_counter() - started,
     )
     return state.rows

@@ -14,7 +14,6 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cumulus.config import HOME_MARKER, Settings
 from cumulus.errors import StoreError
@@ -22,10 +21,7 @@ from cumulus.schema import Schema, load_schema, parse_schema
 from cumulus.store.catalog import write_pyiceberg_config
 from cumulus.store.ledger import open_first_epoch
 from cumulus.store.lock import catalog_lock
-from cumulus.store.tables import attach_catalog, check_relation_names, create_statements
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import Home, attach_catalog, check_relation_names, create_statements
 
 SCHEMA_FILE = HOME_MARKER
 log = logging.getLogger("cumulus.init")
@@ -61,7 +57,7 @@ class InitResult:
     epoch: int
 
 
-def init_home(spark: SparkSession, settings: Settings, schema_file: str | Path) -> InitResult:
+def init_home(home: Home, schema_file: str | Path) -> InitResult:
     """Fix the home's schema and create its namespaces, tables and epoch 1. Running it
     again with the same schema only re-checks (and completes) what exists; another schema
     is refused."""
@@ -71,34 +67,34 @@ def init_home(spark: SparkSession, settings: Settings, schema_file: str | Path) 
         raise StoreError(f"schema file {schema_file} not found")
     schema = parse_schema(text, source=str(schema_file))
     check_relation_names(schema)
-    path = schema_path(settings)
+    path = schema_path(home.settings)
     created = True
     if path.is_file():
         existing = load_schema(path)
         if existing != schema:
             raise StoreError(
-                f"{settings.home} was initialized with another schema ({path}): "
+                f"{home.settings.home} was initialized with another schema ({path}): "
                 f"{_difference(existing, schema)}. A home keeps its schema; use a new home "
                 "for a new schema"
             )
         created = False
     else:
-        settings.home.mkdir(parents=True, exist_ok=True)
+        home.settings.home.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".sql.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)  # the schema is fixed first: a crashed init is re-run as is
 
-    attach_catalog(spark, settings)
-    with catalog_lock(settings, "init"):
-        for stmt in create_statements(settings, schema):
-            spark.sql(stmt)
-        first = open_first_epoch(spark, settings)
-    (settings.home / "landing").mkdir(exist_ok=True)
-    write_pyiceberg_config(settings)  # any PyIceberg reader: load_catalog(settings.catalog)
+    attach_catalog(home)
+    with catalog_lock(home.settings, "init"):
+        for stmt in create_statements(home.settings, schema):
+            home.spark.sql(stmt)
+        first = open_first_epoch(home)
+    (home.settings.home / "landing").mkdir(exist_ok=True)
+    write_pyiceberg_config(home.settings)  # any PyIceberg reader: load_catalog(settings.catalog)
     log.info(
         "%s home %s: relations %s; epoch %d is open",
         "initialized" if created else "checked",
-        settings.home,
+        home.settings.home,
         ", ".join(schema.names),
         first.epoch,
     )

@@ -28,7 +28,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import EpochOrderError, NoSuchEpochError, StoreError
@@ -38,13 +38,11 @@ from cumulus.store.lock import catalog_lock
 from cumulus.store.rows import Reader, is_spark, read_rows
 from cumulus.store.tables import (
     LEDGER_COLUMNS,
+    Home,
     attach_catalog,
     ddl_type,
     tables_of,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger("cumulus.ledger")
 
@@ -177,21 +175,21 @@ def check_in_order(rows: list[LedgerRow], epoch: int, refused: str, settings: Se
         )
 
 
-def open_first_epoch(spark: SparkSession, settings: Settings) -> LedgerRow:
+def open_first_epoch(home: Home) -> LedgerRow:
     """Open epoch 1 if the ledger is empty (init); otherwise leave it as it is."""
-    with catalog_lock(settings, "open epoch 1"):
-        rows = ledger_rows(spark, settings)
+    with catalog_lock(home.settings, "open epoch 1"):
+        rows = ledger_rows(home.spark, home.settings)
         if rows:
             return rows[-1]
         now = _now()
         row = LedgerRow(epoch=1, state=OPEN, revision=1, opened_at=now, updated_at=now)
-        _append(spark, settings, [row], {"cumulus.ledger-epoch": 1, "cumulus.ledger-state": OPEN})
+        _append(home, [row], {"cumulus.ledger-epoch": 1, "cumulus.ledger-state": OPEN})
         log.info("epoch 1 opened")
         return row
 
 
 def transition(
-    spark: SparkSession, settings: Settings, epoch: int, state: str, **fields: Any
+    home: Home, epoch: int, state: str, **fields: Any
 ) -> LedgerRow:
     """Move `epoch` to `state`, setting any other ledger fields given (events, rejected,
     files, batches, snapshots (dict), metrics (dict), validation, validation_detail,
@@ -205,8 +203,8 @@ def transition(
     unknown = sorted(set(fields) - set(FIELDS) | ({"epoch", "state", "revision"} & set(fields)))
     if unknown:
         raise StoreError(f"not ledger fields: {', '.join(unknown)}")
-    with catalog_lock(settings, f"ledger: epoch {epoch} -> {state}"):
-        ordered = ledger_rows(spark, settings)
+    with catalog_lock(home.settings, f"ledger: epoch {epoch} -> {state}"):
+        ordered = ledger_rows(home.spark, home.settings)
         rows = {r.epoch: r for r in ordered}
         row = rows.get(epoch)
         if row is None:
@@ -218,7 +216,7 @@ def transition(
             )
         if row.state in (OPEN, APPLIED) and state in (APPLIED, CLOSED):
             verb = "sealed" if state == APPLIED else "closed"
-            check_in_order(ordered, epoch, f"epoch {epoch} cannot be {verb}", settings)
+            check_in_order(ordered, epoch, f"epoch {epoch} cannot be {verb}", home.settings)
         now = _now()
         revision = max(r.revision for r in ordered) + 1
         changes: dict[str, Any] = dict(fields, state=state, revision=revision, updated_at=now)
@@ -232,7 +230,7 @@ def transition(
         if row.state == OPEN and state != OPEN and epoch + 1 not in rows:
             new_rows.append(LedgerRow(epoch=epoch + 1, state=OPEN, revision=revision, opened_at=now, updated_at=now))
         _append(
-            spark, settings, new_rows, {"cumulus.ledger-epoch": epoch, "cumulus.ledger-state": state}
+            home, new_rows, {"cumulus.ledger-epoch": epoch, "cumulus.ledger-state": state}
         )
         log.info("epoch %d: %s -> %s", epoch, row.state, state)
         if len(new_rows) > 1:
@@ -247,28 +245,28 @@ def _replace(row: LedgerRow, changes: Mapping[str, Any]) -> LedgerRow:
 
 
 def _append(
-    spark: SparkSession, settings: Settings, rows: list[LedgerRow], props: Mapping[str, Any]
+    home: Home, rows: list[LedgerRow], props: Mapping[str, Any]
 ) -> None:
     """One append commit: the rows supersede the earlier revisions of their epochs."""
-    df = local_frame(spark, [r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
-    with commit_properties(spark, props):
-        df.writeTo(tables_of(settings).ledger_log).append()
+    df = local_frame(home.spark, [r.as_row() for r in rows], ddl_type(LEDGER_COLUMNS))
+    with commit_properties(home.spark, props):
+        df.writeTo(home.tables.ledger_log).append()
 
 
-def compact_ledger(spark: SparkSession, settings: Settings) -> int:
+def compact_ledger(home: Home) -> int:
     """Rewrite the log as each epoch's latest row (maintenance): one overwrite commit
     that changes no epoch's row, so readers see the same ledger before and after. Takes
     the catalog lock; returns the rows dropped."""
     from pyspark.sql import functions as F
 
-    with catalog_lock(settings, "compact the ledger"):
-        revisions = _log_rows(spark, settings)
+    with catalog_lock(home.settings, "compact the ledger"):
+        revisions = _log_rows(home.spark, home.settings)
         latest = _latest(revisions)
         dropped = len(revisions) - len(latest)
         if dropped:
-            df = local_frame(spark, [r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
-            with commit_properties(spark, {"cumulus.ledger-compacted": len(latest)}):
-                df.writeTo(tables_of(settings).ledger_log).overwrite(F.lit(True))
+            df = local_frame(home.spark, [r.as_row() for r in latest], ddl_type(LEDGER_COLUMNS))
+            with commit_properties(home.spark, {"cumulus.ledger-compacted": len(latest)}):
+                df.writeTo(home.tables.ledger_log).overwrite(F.lit(True))
         return dropped
 
 

@@ -41,8 +41,8 @@ from cumulus.store.maps import compact_maps
 from cumulus.store.tables import (
     NAMESPACES,
     RESULTS,
+    Home,
     attach_catalog,
-    tables_of,
 )
 
 if TYPE_CHECKING:
@@ -67,16 +67,16 @@ class TableReport:
     seconds: float = 0.0
 
 
-def existing_tables(spark: SparkSession, settings: Settings) -> list[str]:
+def existing_tables(home: Home) -> list[str]:
     """Every Iceberg table of the home, qualified (catalog.namespace.table), the results
     tables included (their touched-group MERGEs leave delete files to fold)."""
-    attach_catalog(spark, settings)
+    attach_catalog(home)
     names = []
-    existing = {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {settings.catalog}").collect()}
+    existing = {r[0] for r in home.spark.sql(f"SHOW NAMESPACES IN {home.catalog}").collect()}
     for ns in (*NAMESPACES, RESULTS):
         if ns in existing:
-            for row in spark.sql(f"SHOW TABLES IN {settings.catalog}.{ns}").collect():
-                names.append(f"{settings.catalog}.{ns}.{row['tableName']}")
+            for row in home.spark.sql(f"SHOW TABLES IN {home.catalog}.{ns}").collect():
+                names.append(f"{home.catalog}.{ns}.{row['tableName']}")
     return sorted(names)
 
 
@@ -122,8 +122,7 @@ class _State:
 
 
 def maintain(
-    spark: SparkSession,
-    settings: Settings,
+    home: Home,
     *,
     retain_last: int = 5,
     retain_for: dt.timedelta = dt.timedelta(days=7),
@@ -138,34 +137,34 @@ def maintain(
         raise ValueError("retain_last must be at least 1")
     from cumulus.store.ledger import DONE, compact_ledger, ledger_rows
 
-    catalog = settings.catalog
-    bases = {tables_of(settings).base(r.name): r for r in load_home_schema(settings).relations}
+    catalog = home.catalog
+    bases = {home.tables.base(r.name): r for r in load_home_schema(home.settings).relations}
     reports = []
-    with catalog_lock(settings, "maintenance"):
-        closed = max((r.epoch for r in ledger_rows(spark, settings) if r.state in DONE), default=None)
-        every = existing_tables(spark, settings)
-        cutoff = retention_cutoff(spark, settings, retain_for, now)
+    with catalog_lock(home.settings, "maintenance"):
+        closed = max((r.epoch for r in ledger_rows(home.spark, home.settings) if r.state in DONE), default=None)
+        every = existing_tables(home)
+        cutoff = retention_cutoff(home.spark, home.settings, retain_for, now)
         stamp = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         for table in tables or every:
             t = time.perf_counter()
-            state = _State.of(spark, table, cutoff, retain_last)
+            state = _State.of(home.spark, table, cutoff, retain_last)
             before = state.snapshots
             short = table.split(".", 1)[1]  # the procedures get the qualified name: the
             # namespace `cumulus` would otherwise be read as the catalog of that name
             rewritten = added = deleted = deletes_removed = layer_rows = delta_rows = log_rows = 0
             if compact and table in bases:
-                layer_rows = compact_base(spark, settings, bases[table])
-            if compact and table == tables_of(settings).maps and closed is not None:
-                delta_rows = compact_maps(spark, settings, closed)
-            if compact and table == tables_of(settings).ledger_log:
-                log_rows = compact_ledger(spark, settings)
+                layer_rows = compact_base(home, bases[table])
+            if compact and table == home.tables.maps and closed is not None:
+                delta_rows = compact_maps(home, closed)
+            if compact and table == home.tables.ledger_log:
+                log_rows = compact_ledger(home)
             if layer_rows or delta_rows or log_rows:
-                state = _State.of(spark, table, cutoff, retain_last)
+                state = _State.of(home.spark, table, cutoff, retain_last)
             # Each procedure is a Spark job or more: called only where the metadata says it
             # may have something to do (two data files in the table, a delete file, an old
             # snapshot no ref points at): never skipped when it has work, sometimes run idle.
             if compact and (state.data_files >= 2 or state.delete_files):
-                row = spark.sql(
+                row = home.spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
                     f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
                     # a data file with position deletes (row-level SQL, merge-on-read)
@@ -174,21 +173,21 @@ def maintain(
                     "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
                 ).collect()[0].asDict()
                 rewritten, added = row["rewritten_data_files_count"], row["added_data_files_count"]
-                state = _State.of(spark, table, cutoff, retain_last)
+                state = _State.of(home.spark, table, cutoff, retain_last)
                 if state.delete_files:  # left dangling by the rewrite
-                    row = spark.sql(
+                    row = home.spark.sql(
                         f"CALL {catalog}.system.rewrite_position_delete_files(table => '{table}', "
                         "options => map('rewrite-all', 'true'))"
                     ).collect()[0].asDict()
                     deletes_removed = row["rewritten_delete_files_count"] - row["added_delete_files_count"]
-                    state = _State.of(spark, table, cutoff, retain_last)
+                    state = _State.of(home.spark, table, cutoff, retain_last)
             if expire and state.expirable:
-                row = spark.sql(
+                row = home.spark.sql(
                     f"CALL {catalog}.system.expire_snapshots(table => '{table}', "
                     f"older_than => TIMESTAMP '{stamp}', retain_last => {int(retain_last)})"
                 ).collect()[0].asDict()
                 deleted = row.get("deleted_data_files_count", 0) or 0
-                state = _State.of(spark, table, cutoff, retain_last)
+                state = _State.of(home.spark, table, cutoff, retain_last)
             report = TableReport(
                 table=short, snapshots_before=before, snapshots_after=state.snapshots,
                 tags=state.tags, data_files_deleted=deleted,

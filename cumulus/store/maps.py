@@ -33,10 +33,10 @@ from cumulus.m3.validate import MapInfo
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
 from cumulus.store import commit
-from cumulus.store.tables import MERGE_ON_READ, STABLE, tables_of
+from cumulus.store.tables import MERGE_ON_READ, STABLE, Home, tables_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
 log = logging.getLogger("cumulus.maps")
@@ -108,36 +108,36 @@ def program_mark(reader: Any, settings: Settings) -> tuple[str | None, int | Non
     return props.get(PROGRAM), (int(since) if since else None), commit.total_records(meta)
 
 
-def mark_program(spark: SparkSession, settings: Settings, fingerprint: str, since: int) -> None:
-    spark.sql(f"ALTER TABLE {tables_of(settings).maps} SET TBLPROPERTIES "
+def mark_program(home: Home, fingerprint: str, since: int) -> None:
+    home.spark.sql(f"ALTER TABLE {home.tables.maps} SET TBLPROPERTIES "
               f"('{PROGRAM}' = '{fingerprint}', '{PROGRAM_SINCE}' = '{since}')")
 
 
-def ensure_maps_table(spark: SparkSession, settings: Settings, maps: Iterable[MapInfo]) -> bool:
+def ensure_maps_table(home: Home, maps: Iterable[MapInfo]) -> bool:
     """Create `maps.entries` if missing (with one empty snapshot, so it can be read and
     tagged before its first delta) and add the key slots `maps` need that it lacks. True
     when it was created."""
-    table = tables_of(settings).maps
-    created = not spark.catalog.tableExists(table)
+    table = home.tables.maps
+    created = not home.spark.catalog.tableExists(table)
     if created:
         cols = ", ".join(f"`{c}` {t}" for c, t in fixed_columns())
-        spark.sql(
+        home.spark.sql(
             f"CREATE TABLE {table} ({cols}) USING iceberg PARTITIONED BY (`map`) "
             f"TBLPROPERTIES ('format-version' = '2', 'write.distribution-mode' = 'hash', {MERGE_ON_READ})"
         )
-    have = set(spark.table(table).columns)
+    have = set(home.spark.table(table).columns)
     needed: dict[str, str] = {}
     for info in maps:
         for slot, type_ in zip(key_slots(info), info.key_types, strict=True):
             if slot not in have:
                 needed[slot] = SPARK_DDL[type_]
     if needed:
-        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'`{c}` {t}' for c, t in sorted(needed.items()))})")
+        home.spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'`{c}` {t}' for c, t in sorted(needed.items()))})")
     if created:
         # An empty first snapshot (an append of no rows commits one; DELETE ... WHERE false does
         # not), and the `stable` branch on it: views_stable.* read no entry before the first close.
-        local_frame(spark, [], spark.table(table).schema).writeTo(table).append()
-        spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS `{STABLE}`")
+        local_frame(home.spark, [], home.spark.table(table).schema).writeTo(table).append()
+        home.spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS `{STABLE}`")
     return created
 
 
@@ -234,8 +234,8 @@ def versioned(rows: DataFrame, columns: Sequence[tuple[str, DataType]], version:
     return rows.selectExpr(*[f"CAST({expr(c)} AS {t.simpleString()}) AS `{c}`" for c, t in columns])
 
 
-def entries_columns(spark: SparkSession, settings: Settings) -> list[tuple[str, DataType]]:
-    return [(f.name, f.dataType) for f in spark.table(tables_of(settings).maps).schema.fields]
+def entries_columns(home: Home) -> list[tuple[str, DataType]]:
+    return [(f.name, f.dataType) for f in home.spark.table(home.tables.maps).schema.fields]
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def map_rows_in(meta: Mapping[str, Any], through: int) -> MapRows:
     return MapRows(pending, 0)
 
 
-def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_due: bool = False) -> int:
+def compact_maps(home: Home, through: int, *, when_due: bool = False) -> int:
     """Rewrite the rows of epochs <= `through` (closed: nothing repairs them any more) of
     every map as one row per entry, zero sums dropped, and keep the later rows as they
     are, in one overwrite commit marked `cumulus.map-compacted-through`. Does nothing
@@ -272,13 +272,13 @@ def compact_maps(spark: SparkSession, settings: Settings, through: int, *, when_
     The caller holds the catalog lock. Returns the delta rows compacted (0: none)."""
     from pyspark.sql import functions as F
 
-    table = tables_of(settings).maps
-    state = map_rows_in(commit.table_metadata(spark, table), through)
-    due = state.pending > max(settings.map_compaction_ratio * state.compacted_rows, settings.map_compaction_min_rows)
+    table = home.tables.maps
+    state = map_rows_in(commit.table_metadata(home.spark, table), through)
+    due = state.pending > max(home.settings.map_compaction_ratio * state.compacted_rows, home.settings.map_compaction_min_rows)
     if state.pending == 0 or (when_due and not due):
         return 0
     started = time.perf_counter()
-    rows = spark.table(table)
+    rows = home.spark.table(table)
     columns = [(f.name, f.dataType) for f in rows.schema.fields]
     old = summed(unversioned(rows.where(F.col("epoch") <= through)))
     compacted = versioned(old, columns, {"epoch": through, "source_id": COMPACTED_SOURCE, "seq": 0})

@@ -4,23 +4,20 @@ fix the file and offer it again. Ids are numbers, increasing in commit order."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cumulus.config import Settings
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import tables_of
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import Home, tables_of
 
 LIST_COLUMNS = ("id", "epoch", "source", "file", "line", "relation", "reason", "detail")
 
 
-def next_id(spark: SparkSession, settings: Settings) -> int:
+def next_id(home: Home) -> int:
     """The first free quarantine id (call under the catalog lock)."""
     from pyspark.sql import functions as F
 
-    row = spark.table(tables_of(settings).quarantine).agg(F.max("id").alias("m")).first()
+    row = home.spark.table(home.tables.quarantine).agg(F.max("id").alias("m")).first()
     return 1 if row is None or row.m is None else int(row.m) + 1
 
 

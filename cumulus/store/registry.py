@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
 from cumulus.errors import NotFoundError
 from cumulus.spark.local import local_frame
 from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import ddl_type, ensure_table, tables_of
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cumulus.store.tables import Home, ddl_type, ensure_table, tables_of
 
 VIEWS_COLUMNS = (
     ("name", "STRING"),
@@ -44,8 +40,8 @@ class RegisteredView:
     columns: str | None = None  # FULL: sql.full.FullView's JSON (cumulus.engine.registry.full_view)
 
 
-def ensure_views_table(spark: SparkSession, settings: Settings) -> None:
-    ensure_table(spark, tables_of(settings).registry, VIEWS_COLUMNS)
+def ensure_views_table(home: Home) -> None:
+    ensure_table(home.spark, home.tables.registry, VIEWS_COLUMNS)
 
 
 def registry(reader: Reader, settings: Settings) -> list[RegisteredView]:
@@ -82,9 +78,9 @@ def is_registered(rows: list[RegisteredView], name: str) -> bool:
     raise NotFoundError(f"no view named {name} is registered (views: {views})")
 
 
-def append_row(spark: SparkSession, settings: Settings, view: RegisteredView) -> None:
+def append_row(home: Home, view: RegisteredView) -> None:
     """Append a row to the registry (a view added, or the `dropped` row of one)."""
-    local_frame(spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(tables_of(settings).registry).append()
+    local_frame(home.spark, [astuple(view)], ddl_type(VIEWS_COLUMNS)).writeTo(home.tables.registry).append()
 
 
 def registered_views(reader: Reader, settings: Settings) -> list[RegisteredView]:

@@ -202,6 +202,25 @@ class HomeTables:
         return self._table(RESULTS, "_published")
 
 
+@dataclass(frozen=True)
+class Home:
+    """One home opened in one Spark session: what the store and engine functions take in
+    place of the pair (`home.spark`, `home.settings`), with the home's tables by role
+    (`home.tables`). The application layer (cumulus/app.py: `Engine.home`) makes it;
+    a test or tool working on a second home makes one per home."""
+
+    spark: SparkSession
+    settings: Settings
+
+    @property
+    def tables(self) -> HomeTables:
+        return tables_of(self.settings)
+
+    @property
+    def catalog(self) -> str:
+        return self.settings.catalog
+
+
 def tables_of(settings: Settings) -> HomeTables:
     """The tables of the settings' home."""
     return HomeTables(settings.catalog)
@@ -287,30 +306,30 @@ def create_statements(settings: Settings, schema: Schema) -> list[str]:
     return stmts
 
 
-def attach_catalog(spark: SparkSession, settings: Settings) -> None:
+def attach_catalog(home: Home) -> None:
     """Make the settings' catalog usable in `spark` (a no-op for the session's own home).
     Spark keeps one session per process; a test or tool working on a second home
     registers that home's catalog under its own name."""
     from cumulus.errors import ConfigError
     from cumulus.spark.session import ensure_catalog_tables, spark_conf
 
-    conf = spark_conf(settings)
-    key = f"spark.sql.catalog.{settings.catalog}"
+    conf = spark_conf(home.settings)
+    key = f"spark.sql.catalog.{home.catalog}"
     uri_key = f"{key}.uri"
-    current = spark.conf.get(uri_key, None)
+    current = home.spark.conf.get(uri_key, None)
     if current == conf[uri_key]:
         return
     if current is not None:
         raise ConfigError(
-            f"this Spark session already uses catalog {settings.catalog!r} for {current}; "
-            f"give the home {settings.home} another catalog name (catalog = ... in cumulus.toml)"
+            f"this Spark session already uses catalog {home.catalog!r} for {current}; "
+            f"give the home {home.settings.home} another catalog name (catalog = ... in cumulus.toml)"
         )
-    settings.home.mkdir(parents=True, exist_ok=True)
-    settings.warehouse.mkdir(parents=True, exist_ok=True)
+    home.settings.home.mkdir(parents=True, exist_ok=True)
+    home.settings.warehouse.mkdir(parents=True, exist_ok=True)
     for name, value in conf.items():
         if name == key or name.startswith(key + "."):
-            spark.conf.set(name, value)
-    ensure_catalog_tables(spark, conf, settings.catalog)
+            home.spark.conf.set(name, value)
+    ensure_catalog_tables(home.spark, conf, home.catalog)
 
 
 _ensured: set[tuple[str, str, tuple]] = set()  # (catalog uri, table, columns) done in this process

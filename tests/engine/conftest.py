@@ -10,6 +10,7 @@ from cumulus.config import load_settings
 from cumulus.ingest.sources import add_source
 from cumulus.ingest.synthetic import generate_events
 from cumulus.schema import load_schema
+from cumulus.store.tables import Home
 
 
 @pytest.fixture
@@ -24,11 +25,12 @@ def simple_home(spark, tmp_path):
     catalog = f"eng_s{next(_homes)}"
     (root / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "local[2]"\npublish = "closed"\n')
     settings = load_settings(root)
-    init_home(spark, settings, SIMPLE)
+    home = Home(spark, settings)
+    init_home(home, SIMPLE)
     for name, (_, priority) in SOURCES.items():
         add_source(settings, name, priority)
     schema = load_schema(SIMPLE)
-    compiled = add_view(spark, settings, schema, "chain", CHAIN)
+    compiled = add_view(home, schema, "chain", CHAIN)
     events = [e for e in generate_events(schema, 160, seed=21, domain=3, delete_ratio=0.25)]
     default_catalog = spark.conf.get("spark.sql.defaultCatalog")
     yield settings, batch_plan(compiled), compiled, events

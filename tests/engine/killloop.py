@@ -129,7 +129,7 @@ def setup(home: Path, master: str = "local[2]") -> None:
                                        'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
                                        f'base_compaction_ratio = 0.5\n{spark}')
     engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"))
-    init_home(engine.spark, engine.settings, SCHEMA)
+    init_home(engine.home, SCHEMA)
     for name, (_, priority) in SOURCES.items():
         add_source(engine.settings, name, priority)
     for name in VIEWS:

@@ -52,7 +52,7 @@ def setup(home: Path, views: list[str]) -> None:
     from cumulus.store.home import init_home
 
     engine = Engine(load_settings(home))
-    init_home(engine.spark, engine.settings, TPCH)
+    init_home(engine.home, TPCH)
     for name, (_, priority) in SOURCES.items():
         add_source(engine.settings, name, priority)
     for view in views:

@@ -27,6 +27,7 @@ from cumulus.read import Reader
 from cumulus.schema import parse_schema
 from cumulus.store.home import init_home
 from cumulus.store.maps import delta_columns
+from cumulus.store.tables import Home
 
 pytestmark = pytest.mark.e2e
 
@@ -65,8 +66,9 @@ def test_driver_deltas_equal_the_spark_plans_and_the_views_equal_duckdb(spark, t
     (tmp_path / "schema.sql").write_text(SCHEMA)
     (root / "cumulus.toml").write_text(f'catalog = "eng_d{next(_homes)}"\nspark_master = "local[2]"\n')
     settings = load_settings(root)
+    home = Home(spark, settings)
     schema = parse_schema(SCHEMA)
-    init_home(spark, settings, tmp_path / "schema.sql")
+    init_home(home, tmp_path / "schema.sql")
     for name, (_, priority) in SOURCES.items():
         add_source(settings, name, priority)
     engine = Engine(settings, spark)
@@ -97,10 +99,10 @@ def test_driver_deltas_equal_the_spark_plans_and_the_views_equal_duckdb(spark, t
     for k, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
         for name, (relations, priority) in SOURCES.items():
             folder = write_events(events[lo:hi], tmp_path / f"batch{k}" / name, relations)
-            ingest_files(spark, settings, name, [folder], fmt="dbtoaster")
-            apply_source(spark, settings, plan, 1, priority)
+            ingest_files(home, name, [folder], fmt="dbtoaster")
+            apply_source(home, plan, 1, priority)
     assert len(compared) == 6 and all(rows > 0 for _, rows in compared), compared
-    close_epoch(spark, settings, plan, 1)
+    close_epoch(home, plan, 1)
 
     # Epoch 2, one batch per source over the limit: the Spark plan applies it.
     small = with_overrides(settings, apply_local_events=10)
@@ -110,7 +112,7 @@ def test_driver_deltas_equal_the_spark_plans_and_the_views_equal_duckdb(spark, t
         record = apply_source(spark, small, plan, 2, priority)
         assert record is not None and record.events > 10
     assert len(compared) == 6  # no driver apply in epoch 2
-    close_epoch(spark, settings, plan, 2)
+    close_epoch(home, plan, 2)
 
     reader = Reader(settings)
     for epoch, upto in ((1, events), (2, events + more)):

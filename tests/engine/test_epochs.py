@@ -32,7 +32,7 @@ from cumulus.schema import load_schema
 from cumulus.sql.derived import Maintainer
 from cumulus.store.home import init_home
 from cumulus.store.ledger import ledger_row
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -75,18 +75,20 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     `local_events`: the home's apply_local_events (0: every apply by a Spark plan).
     `results`: the close writes results.<view> too, and each equals its view at the tag."""
     settings = new_home(tmp_path / "home", f"eng{next(_homes)}", results)
+    home = Home(spark, settings)
     if local_events is not None:
         settings = with_overrides(settings, apply_local_events=local_events)
-    init_home(spark, settings, TPCH)
+        home = Home(spark, settings)
+    init_home(home, TPCH)
     add_source(settings, "a", 1)
     add_source(settings, "b", 2)
     schema = load_schema(TPCH)
     for path in views:  # a view of tests/fixtures/views/tpch by name, or kind/name
         folder, _, name = path.rpartition("/")
-        compiled = add_view(spark, settings, schema, name, (FIXTURES / "views" / (folder or "tpch") / f"{name}.sql").read_text())
+        compiled = add_view(home, schema, name, (FIXTURES / "views" / (folder or "tpch") / f"{name}.sql").read_text())
     views = [v.rpartition("/")[2] for v in views]
     program = FIXTURES / "programs" / "tpch_customer_revenue.m3"  # a hand-written M3 program beside them
-    compiled = add_view(spark, settings, schema, "customer_revenue", program.read_text(), kind="m3")
+    compiled = add_view(home, schema, "customer_revenue", program.read_text(), kind="m3")
     assert {"hw_customer_revenue", "hw_order_price"} <= set(compiled.checked.maps)
     plan = batch_plan(compiled)
     interp = Maintainer(compiled)  # (nested queries: their derived relations after each event)
@@ -99,9 +101,9 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
         rows = stream[lo:hi]
         folder = tmp_path / f"epoch{epoch}"
-        ingest_files(spark, settings, "a", [write_epoch_files(rows, folder / "a", SOURCE_A)], fmt="dbtoaster")
+        ingest_files(home, "a", [write_epoch_files(rows, folder / "a", SOURCE_A)], fmt="dbtoaster")
         others = {r.name for r in schema.relations} - SOURCE_A
-        ingest_files(spark, settings, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
+        ingest_files(home, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
         metrics = close_epoch(spark, with_overrides(settings, epoch_mode=mode), plan, epoch)
         assert ledger_row(spark, settings, epoch).state == "closed"
@@ -145,7 +147,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
                 table = tables_of(settings).results(name)
                 got = spark.sql(f"SELECT * FROM {table} VERSION AS OF 'epoch-{epoch}'").collect()
                 assert sorted(map(tuple, got), key=sort_key) == sorted(rows_read[name], key=sort_key), (name, epoch)
-            updates[epoch] = list(results_updates(spark, settings, epoch).values())
+            updates[epoch] = list(results_updates(home, epoch).values())
     assert compacted > 0, "no close compacted a map: the compaction path went untested"
     if results:  # both ways were taken: by the groups an applied epoch touched, and whole
         # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)

@@ -31,6 +31,7 @@ from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.sql.mapsql import view_groups
 from cumulus.store.home import init_home
+from cumulus.store.tables import Home
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +56,7 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
     root.mkdir()
     (root / "cumulus.toml").write_text('catalog = "full1"\nspark_master = "local[2]"\npublish = "closed"\nresults_tables = false\n')  # no validation here
     settings = load_settings(root)
-    init_home(spark, settings, TPCH)
+    init_home(Home(spark, settings), TPCH)
     add_source(settings, "a", 1)
     engine = Engine(settings, spark=spark)
     schema = load_schema(TPCH)

@@ -17,7 +17,7 @@ from cumulus.errors import ReadError, ViewError
 from cumulus.ingest.sources import add_source
 from cumulus.read import At, Reader
 from cumulus.store.maps import PROGRAM, PROGRAM_SINCE
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 DDL = ("CREATE TABLE sessions (session_id INT, user_id INT, device VARCHAR(10), started DATE, "
        "pages INT, revenue DECIMAL(12,2));\n")
@@ -37,7 +37,7 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     engine = Engine(settings, spark=spark)
     from cumulus.store.home import init_home
 
-    init_home(spark, settings, tmp_path / "schema.sql")
+    init_home(Home(spark, settings), tmp_path / "schema.sql")
     add_source(settings, "a", 1)
     engine.add_view("v", VIEW, "sql")
     reader = Reader(settings)

@@ -27,7 +27,7 @@ from cumulus.read import At, Reader
 from cumulus.sql.derived import Maintainer
 from cumulus.store.commit import snapshots
 from cumulus.store.ledger import APPLIED, ledger_row, transition
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 pytestmark = pytest.mark.e2e
 NESTED = ("SELECT r.a, COUNT(*) AS n FROM r WHERE EXISTS (SELECT * FROM s WHERE s.b = r.b AND s.c > "
@@ -36,7 +36,7 @@ NESTED = ("SELECT r.a, COUNT(*) AS n FROM r WHERE EXISTS (SELECT * FROM s WHERE 
 
 def ingest_both(spark, settings, events, folder):
     for name, (relations, _) in SOURCES.items():
-        ingest_files(spark, settings, name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
+        ingest_files(Home(spark, settings), name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
 
 
 def serial_maps(compiled, events):
@@ -64,10 +64,11 @@ def no_batch_twice(spark, settings, plan):
 
 def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_home, tmp_path) -> None:
     settings, plan, compiled, events = simple_home
+    home = Home(spark, settings)
     ingest_both(spark, settings, events, tmp_path / "in")
     before = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
-    apply_source(spark, settings, plan, 1, 1)  # source a: r and s
-    apply_source(spark, settings, plan, 1, 2, pin=before)  # source b read the state before a's commit
+    apply_source(home, plan, 1, 1)  # source a: r and s
+    apply_source(home, plan, 1, 2, pin=before)  # source b read the state before a's commit
     reader = Reader(settings)
     interp = serial_maps(compiled, events)
     oracle = DuckOracle(compiled.schema, alive(events))
@@ -76,7 +77,7 @@ def test_stale_batch_leaves_a_gap_on_main_and_close_repairs_it(spark, simple_hom
     assert sorted(fresh, key=sort_key) != sorted(want, key=sort_key), "main should miss the cross terms"
     # The gap is exactly the r-s-t terms: b's t events met no r-s state.
     assert sum(r[2] for r in fresh) < sum(r[2] for r in want)
-    metrics = close_epoch(spark, settings, plan, 1)
+    metrics = close_epoch(home, plan, 1)
     assert metrics["repaired_batches"] == 1
     at = reader.stable(1)
     view = type("AtTag", (), {"entries": staticmethod(reader.all_entries(at))})
@@ -91,19 +92,20 @@ def test_a_close_that_fails_between_repairs_resumes_them(spark, simple_home, tmp
     and repairs the others against it: the tag equals the serial result, each batch is
     repaired once."""
     settings, plan, compiled, events = simple_home
+    home = Home(spark, settings)
     first, second = events[:80], events[80:]
     before = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
     ingest_both(spark, settings, first, tmp_path / "e1")
-    apply_source(spark, settings, plan, 1, 1)
-    apply_source(spark, settings, plan, 1, 2, pin=before)
+    apply_source(home, plan, 1, 1)
+    apply_source(home, plan, 1, 2, pin=before)
     ingest_both(spark, settings, second, tmp_path / "e2")
     for source_id in (1, 2):
-        apply_source(spark, settings, plan, 1, source_id, pin=before)
+        apply_source(home, plan, 1, source_id, pin=before)
     monkeypatch.setenv("CUMULUS_FAULT", "repair.after-commit:raise")
     with pytest.raises(InjectedFault):
-        close_epoch(spark, settings, plan, 1)
+        close_epoch(home, plan, 1)
     monkeypatch.delenv("CUMULUS_FAULT")
-    metrics = close_epoch(spark, settings, plan, 1)
+    metrics = close_epoch(home, plan, 1)
     assert metrics["repaired_batches"] == 2  # (and the one committed by the failed try)
     reader = Reader(settings)
     assert_maps_at(reader, compiled, serial_maps(compiled, events), reader.stable(1))
@@ -117,19 +119,20 @@ def test_an_apply_of_the_next_epoch_waits_for_the_sealed_one_to_close(spark, sim
     came before the closer's tag). It is refused, NOT_YET; after the close it applies,
     and each tag holds exactly its epoch."""
     settings, plan, compiled, events = simple_home
+    home = Home(spark, settings)
     first, second = events[:80], events[80:]
     ingest_both(spark, settings, first, tmp_path / "e1")
     for source_id in (1, 2):
-        apply_source(spark, settings, plan, 1, source_id)
-    transition(spark, settings, 1, APPLIED)  # the seal: new input goes to epoch 2
+        apply_source(home, plan, 1, source_id)
+    transition(home, 1, APPLIED)  # the seal: new input goes to epoch 2
     ingest_both(spark, settings, second, tmp_path / "e2")
     with pytest.raises(EpochOrderError, match="epoch 2 source 1 cannot be applied yet: epoch 1 is sealed") as refused:
-        apply_source(spark, settings, plan, 2, 1)
+        apply_source(home, plan, 2, 1)
     assert refused.value.exit_code == ExitCode.NOT_YET
-    close_epoch(spark, settings, plan, 1)
+    close_epoch(home, plan, 1)
     for source_id in (1, 2):
-        assert apply_source(spark, settings, plan, 2, source_id) is not None
-    close_epoch(spark, settings, plan, 2)
+        assert apply_source(home, plan, 2, source_id) is not None
+    close_epoch(home, plan, 2)
     reader = Reader(settings)
     assert_maps_at(reader, compiled, serial_maps(compiled, first), reader.stable(1))
     assert_maps_at(reader, compiled, serial_maps(compiled, events), reader.stable(2))
@@ -213,11 +216,12 @@ def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple
     from cumulus.store.rows import read_rows
 
     settings, plan, compiled, events = simple_home
+    home = Home(spark, settings)
     half = len(events) // 2
     ingest_both(spark, settings, events[:half], tmp_path / "in1")
     pinned = snapshots(spark, tables_of(settings).maps)[-1].snapshot_id
-    apply_source(spark, settings, plan, 1, 1)
-    apply_source(spark, settings, plan, 1, 2, pin=pinned)
+    apply_source(home, plan, 1, 1)
+    apply_source(home, plan, 1, 2, pin=pinned)
     ingest_both(spark, settings, events[half:], tmp_path / "in2")
 
     results = finish([start_cli(settings, "maintenance", "--retain-last", "1", "--retain-for", "0s", "--format", "json"),

@@ -18,7 +18,7 @@ from cumulus.output import sort_key
 from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.store.registry import registered_views
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 pytestmark = pytest.mark.e2e
 
@@ -30,11 +30,12 @@ NESTED = ("SELECT r.a, COUNT(*) AS n FROM r WHERE r.b IN (SELECT s.b FROM s WHER
 
 
 def run_epoch(spark, settings, events, folder, epoch: int) -> None:
+    home = Home(spark, settings)
     engine = Engine(settings, spark)
     for name, (relations, priority) in SOURCES.items():
-        ingest_files(spark, settings, name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
-        apply_source(spark, settings, engine.plan(), epoch, priority)
-    close_epoch(spark, settings, engine.plan(), epoch)
+        ingest_files(home, name, [write_events(events, folder / name, relations)], fmt="dbtoaster")
+        apply_source(home, engine.plan(), epoch, priority)
+    close_epoch(home, engine.plan(), epoch)
 
 
 def map_names_on(spark, settings, version: str | None = None) -> set[str]:

@@ -12,6 +12,7 @@ from ingestkit import SHOP, write_home
 
 from cumulus.config import Settings
 from cumulus.ingest.sources import add_source
+from cumulus.store.tables import Home
 
 _homes = itertools.count(1)
 
@@ -25,7 +26,7 @@ def new_home(tmp_path_factory, spark, request):
     def make(schema: Path = SHOP, sources: dict[str, int] | None = None) -> Settings:
         n = next(_homes)
         settings = write_home(tmp_path_factory.mktemp(f"home{n}"), f"ing{n}")
-        init_home(spark, settings, schema)
+        init_home(Home(spark, settings), schema)
         for name, priority in (sources or {"a": 1, "b": 2}).items():
             add_source(settings, name, priority)
         return settings

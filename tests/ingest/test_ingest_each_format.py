@@ -15,6 +15,7 @@ from ingestkit import SHOP, events, write, write_home
 
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
+from cumulus.store.tables import Home
 
 
 def changes(k: int):
@@ -96,7 +97,7 @@ def home(tmp_path_factory, spark):
     from cumulus.store.home import init_home
 
     settings = write_home(tmp_path_factory.mktemp("fhome"), "ingf")
-    init_home(spark, settings, SHOP)
+    init_home(Home(spark, settings), SHOP)
     add_source(settings, "a", 5)
     return settings
 

@@ -23,7 +23,7 @@ from cumulus.store import commit
 from cumulus.store.files import DUPLICATE, INGESTED, ROLLED_BACK
 from cumulus.store.quarantine import list_rows
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def home(tmp_path_factory, spark):
     from cumulus.store.home import init_home
 
     settings = write_home(tmp_path_factory.mktemp("xhome"), "ingx")
-    init_home(spark, settings, SHOP)
+    init_home(Home(spark, settings), SHOP)
     add_source(settings, "a", 1)
     return settings
 
@@ -81,7 +81,7 @@ def crashed_batches(spark, settings) -> set[str]:
 
 
 def check_retry(spark, settings, files, first_id, crashed):
-    retry = ingest_files(spark, settings, "a", files)
+    retry = ingest_files(Home(spark, settings), "a", files)
     assert retry.committed and retry.recovered == sorted(crashed)
     assert state(spark, settings, first_id) == expected(first_id)
     assert [r["line"] for r in bad_rows(spark, settings, files[0])] == [7]  # quarantined once

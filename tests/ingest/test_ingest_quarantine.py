@@ -21,7 +21,7 @@ from cumulus.store.files import REJECTED
 from cumulus.store.fold import fold_epoch
 from cumulus.store.quarantine import list_rows
 from cumulus.store.rows import read_rows
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 ORDER = '{{"relation": "orders", "op": "{op}", "row": {{"o_id": {id}, "o_cust": 7, "o_total": 1.5, "o_date": "2024-01-0{id}", "o_note": "n{id}"}}}}'
 ITEM = '{{"relation": "items", "op": "{op}", "row": {{"i_order": {id}, "i_qty": 1, "i_price": 0.5, "i_gift": false}}}}'
@@ -44,7 +44,7 @@ def home(tmp_path_factory, spark):
     from cumulus.store.home import init_home
 
     settings = write_home(tmp_path_factory.mktemp("qhome"), "ingq")
-    init_home(spark, settings, SHOP)
+    init_home(Home(spark, settings), SHOP)
     add_source(settings, "a", 1, max_error_rate=0.9)
     add_source(settings, "b", 2, max_error_rate=1.0)
     add_source(settings, "strict", 3, max_error_rate=0.2)

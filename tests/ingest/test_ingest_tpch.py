@@ -16,6 +16,7 @@ from cumulus.ingest.job import ingest_files
 from cumulus.schema import load_schema
 from cumulus.store import ledger
 from cumulus.store.fold import fold_epoch
+from cumulus.store.tables import Home
 
 SCHEMA = load_schema(TPCH)
 # Each source takes every other relation (in schema order).
@@ -72,7 +73,8 @@ def landed(tmp_path_factory):
 
 def test_standard_del_across_two_sources(spark, new_home, landed):
     settings = new_home(TPCH)
-    reports = {s: ingest_files(spark, settings, s, [landed[s]]) for s in SPLIT}
+    home = Home(spark, settings)
+    reports = {s: ingest_files(home, s, [landed[s]]) for s in SPLIT}
 
     lines = {r.name: sum(1 for _ in open(STANDARD_DEL / f"{r.name}.csv")) for r in SCHEMA.relations}
     for source, report in reports.items():
@@ -103,14 +105,14 @@ def test_standard_del_across_two_sources(spark, new_home, landed):
         assert len({o[1] for o in mine}) == len(mine)
         assert [(o[2], o[3]) for o in mine] == sorted((o[2], o[3]) for o in mine)
 
-    ledger.transition(spark, settings, 1, ledger.APPLIED)
+    ledger.transition(home, 1, ledger.APPLIED)
     assert ledger.current_epoch(spark, settings) == 2
-    results = fold_epoch(spark, settings, 1)
+    results = fold_epoch(home, 1)
     assert all(r.folded for r in results.values())
     for rel in SCHEMA.relations:
         assert base(spark, settings, rel) == oracle_active(rel), rel.name
     assert results["lineitem"].tuples_changed == len(oracle_active(SCHEMA.relation("lineitem")))
 
-    again = fold_epoch(spark, settings, 1)
+    again = fold_epoch(home, 1)
     assert not any(r.folded for r in again.values())
     assert base(spark, settings, SCHEMA.relation("orders")) == oracle_active(SCHEMA.relation("orders"))

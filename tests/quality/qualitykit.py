@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cumulus.config import Settings, load_settings
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -53,17 +53,18 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n'
                                        'results_touched_share = 1.0\nresults_touched_min_rows = 0\n')
     settings = load_settings(root)
-    init_home(spark, settings, SHOP)
+    home = Home(spark, settings)
+    init_home(home, SHOP)
     add_source(settings, "shop", 1)
     schema = load_schema(SHOP)
     compiled = None
     for name, sql in VIEWS.items():
-        compiled = add_view(spark, settings, schema, name, sql)
+        compiled = add_view(home, schema, name, sql)
     plan = batch_plan(compiled)
     events = generate_events(schema, EVENTS, seed=7, domain=4, delete_ratio=0.25)
     folder = write_dbtoaster(events, root.parent / f"in-{root.name}", schema)
-    ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
-    close_epoch(spark, settings, plan, 1)
+    ingest_files(home, "shop", [folder], fmt="dbtoaster")
+    close_epoch(home, plan, 1)
     return ShopHome(settings, 1)
 
 
@@ -89,7 +90,7 @@ def corrupt_map(spark, settings: Settings, map_name: str, epoch: int, *, retag: 
         [(*(entry[k] for k in info.key_names), -entry["value"] - 1)], rows.schema
     ).toDF(*[f"k{i}" for i in range(info.arity)], "value")
     version = {"epoch": epoch, "source_id": 9, "seq": 999_999}
-    entry_rows(victim, info, entries_columns(spark, settings), version).writeTo(table).append()
+    entry_rows(victim, info, entries_columns(Home(spark, settings)), version).writeTo(table).append()
     if retag:
         spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `epoch-{epoch}`")
     return tuple(entry[k] for k in info.key_names)

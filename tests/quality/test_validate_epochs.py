@@ -18,7 +18,7 @@ from qualitykit import build_shop_home, corrupt_map, data_docs_rows, job_main, r
 from cumulus.cli import main
 from cumulus.store.catalog import pyiceberg_catalog
 from cumulus.store.ledger import ledger_row
-from cumulus.store.tables import tables_of
+from cumulus.store.tables import Home, tables_of
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +44,7 @@ def _stable_rows(spark, settings, name: str) -> list[tuple]:
     from cumulus.engine.publish import view_names
     from cumulus.store.tables import attach_catalog
 
-    attach_catalog(spark, settings)
+    attach_catalog(Home(spark, settings))
     return sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {view_names(settings, name)[1]}").collect())
 
 
@@ -154,13 +154,14 @@ def test_a_later_epoch_checks_what_it_touched_and_full_checks_everything(spark, 
     from cumulus.read import Reader
 
     settings = shop.settings
+    home = Home(spark, settings)
     folder = tmp_path / "epoch2"
     folder.mkdir()
     (folder / "orders.csv").write_text("1|1|9001|zz|2024-05-01|12.50|1.5\n")
-    ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
+    ingest_files(home, "shop", [folder], fmt="dbtoaster")
     hit = corrupt_map(spark, settings, "sales_count", 1, retag=False)
     reader = Reader(settings)
-    close_epoch(spark, settings, batch_plan(reader.compilation), 2)
+    close_epoch(home, batch_plan(reader.compilation), 2)
     # (main still holds the row of the first test's corruption too: the count is below -1)
     assert reader.entries("sales_count", hit, reader.stable(2))[hit] < 0
     assert ("zz",) in reader.entries("sales_count", (), reader.stable(2))
@@ -202,13 +203,14 @@ def test_a_failed_epoch_holds_the_later_ones_until_it_is_accepted(spark, shop, t
     from cumulus.read import Reader
 
     settings = shop.settings
+    home = Home(spark, settings)
     plan = batch_plan(Reader(settings).compilation)
     for epoch, region in ((3, "yy"), (4, "xx")):
         folder = tmp_path / f"epoch{epoch}"
         folder.mkdir()
         (folder / "orders.csv").write_text(f"1|1|{9000 + epoch}|{region}|2024-05-0{epoch}|10.00|1.0\n")
-        ingest_files(spark, settings, "shop", [folder], fmt="dbtoaster")
-        close_epoch(spark, settings, plan, epoch)
+        ingest_files(home, "shop", [folder], fmt="dbtoaster")
+        close_epoch(home, plan, epoch)
         if epoch == 3:
             corrupt_map(spark, settings, "sales_count", 3)  # its tag moved: tags.match_ledger fails
             assert _cli(shop, "validate", "--epoch", "3") == 1
@@ -274,7 +276,7 @@ def test_results_tables_hold_every_published_epoch_for_any_iceberg_reader(spark,
     from cumulus.engine.results import results_updates
 
     settings = shop.settings
-    updates = [results_updates(spark, settings, epoch) for epoch in (2, 3, 4)]
+    updates = [results_updates(Home(spark, settings), epoch) for epoch in (2, 3, 4)]
     assert any(how.get(view) == "touched" for how in updates for view in ("sales", "returned")), updates
     assert (settings.home / ".pyiceberg.yaml").is_file()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMULUS_", "PYICEBERG_"))}

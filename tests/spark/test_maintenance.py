@@ -27,6 +27,7 @@ from cumulus.store.fold import base_rows, layers
 from cumulus.store.home import init_home
 from cumulus.store.ledger import current_epoch, ledger_rows
 from cumulus.store.maintenance import maintain
+from cumulus.store.tables import Home
 
 REPO = Path(__file__).resolve().parents[2]
 SIMPLE = REPO / "tests" / "fixtures" / "schemas" / "simple.sql"
@@ -89,22 +90,23 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         "map_compaction_ratio = 1000.0\n"
     )
     settings = load_settings(root)
+    home = Home(spark, settings)
     default_catalog = spark.conf.get("spark.sql.defaultCatalog")
     try:
-        init_home(spark, settings, SIMPLE)
+        init_home(home, SIMPLE)
         add_source(settings, "a", 1)
-        plan = batch_plan(add_view(spark, settings, load_schema(SIMPLE), "totals", VIEW))
+        plan = batch_plan(add_view(home, load_schema(SIMPLE), "totals", VIEW))
         for epoch in (1, 2, 3):
-            ingest_files(spark, settings, "a", [_batch(tmp_path / f"in-{epoch}", epoch)])
-            apply_source(spark, settings, plan, epoch, 1)
-            close_epoch(spark, settings, plan, epoch)
+            ingest_files(home, "a", [_batch(tmp_path / f"in-{epoch}", epoch)])
+            apply_source(home, plan, epoch, 1)
+            close_epoch(home, plan, epoch)
         # A view added now is back-filled from base.* at epoch 3, which holds fold layers
         # (deletes among them): it equals its SQL recomputed over the layers summed.
         schema = load_schema(SIMPLE)
-        compiled = add_view(spark, settings, schema, "by_c", VIEW_MIN)
+        compiled = add_view(home, schema, "by_c", VIEW_MIN)
         plan = batch_plan(compiled)
         assert layers(spark, f"{catalog}.base.r", _tag_snapshot(spark, f"{catalog}.base.r", 3)).rows > 0
-        names = register_expanded_base(spark, settings, schema, 3)
+        names = register_expanded_base(home, schema, 3)
         recomputed = recompute(spark, compiled.views["by_c"], schema, 3)
         assert len(recomputed) > 1
         assert compare_view(compiled.views["by_c"], Reader(settings).read_view("by_c", At(3)), recomputed).equal
@@ -112,15 +114,15 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
             spark.catalog.dropTempView(name)
         # Epoch 4 is open with two applied batches: the second pinned the (untagged)
         # maps snapshot the first wrote; the close repairs against pinned snapshots.
-        ingest_files(spark, settings, "a", [_batch(tmp_path / "in-4", 4)])
-        apply_source(spark, settings, plan, 4, 1)
+        ingest_files(home, "a", [_batch(tmp_path / "in-4", 4)])
+        apply_source(home, plan, 4, 1)
         more = tmp_path / "in-4b"
         more.mkdir()
         (more / "r.csv").write_text("1|1|7|2\n")
-        ingest_files(spark, settings, "a", [more])
-        apply_source(spark, settings, plan, 4, 1)
+        ingest_files(home, "a", [more])
+        apply_source(home, plan, 4, 1)
         assert current_epoch(spark, settings) == 4
-        pinned = {r.read_snapshot for r in apply_records(spark, settings, 4) if r.read_snapshot}
+        pinned = {r.read_snapshot for r in apply_records(home, 4) if r.read_snapshot}
 
         reader = Reader(settings)
         before = {n: reader.read_view("totals", At(n)) for n in (1, 2, 3)}
@@ -143,7 +145,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         stored = {(t, n): _multiset(base_rows(spark, q, cols[t], f"epoch-{n}")) for t, q in bases.items() for n in (1, 2, 3)}
 
         ledger_before = ledger_rows(spark, settings)
-        reports = maintain(spark, settings, retain_last=1, retain_for=dt.timedelta(0), compact=True)
+        reports = maintain(home, retain_last=1, retain_for=dt.timedelta(0), compact=True)
         # the ledger log keeps each epoch's latest revision only, and reads the same
         assert by_table_of(reports)["cumulus.ledger_log"].log_rows_compacted > 0
         assert ledger_rows(spark, settings) == ledger_before
@@ -177,7 +179,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         assert {n: reader.read_view("totals", At(n)) for n in (1, 2, 3)} == before
         assert reader.read_view("totals", At()) == main_before
 
-        close_epoch(spark, settings, plan, 4)  # the open epoch closes after maintenance
+        close_epoch(home, plan, 4)  # the open epoch closes after maintenance
         after = Reader(settings).read_view("totals", At(4))
         assert after == main_before
     finally:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from cumulus.config import Settings, load_settings
+from cumulus.store.tables import Home
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "demo"
@@ -64,16 +65,16 @@ def build_home(spark, root: Path) -> Settings:
     home.mkdir(parents=True)
     (home / "cumulus.toml").write_text(f'catalog = "{CATALOG}"\nspark_master = "local[2]"\npublish = "closed"\nresults_tables = false\n')
     settings = load_settings(home)
-    init_home(spark, settings, SCHEMA)
+    init_home(Home(spark, settings), SCHEMA)
     add_source(settings, "tpch", 1)
     schema = load_schema(SCHEMA)
     for path in DEMO_VIEWS:
-        add_view(spark, settings, schema, path.stem, path.read_text())
-    compiled = add_view(spark, settings, schema, *SCALAR_VIEW)
+        add_view(Home(spark, settings), schema, path.stem, path.read_text())
+    compiled = add_view(Home(spark, settings), schema, *SCALAR_VIEW)
     plan = batch_plan(compiled)
     tables = tpch_files(root / "tpch")
-    ingest_files(spark, settings, "tpch", [tables / f"{r}.csv" for r in RELATIONS])
-    close_epoch(spark, settings, plan, 1)
-    ingest_files(spark, settings, "tpch", [deletes(tables, root / "deletes")])
-    apply_source(spark, settings, plan, 2, 1)
+    ingest_files(Home(spark, settings), "tpch", [tables / f"{r}.csv" for r in RELATIONS])
+    close_epoch(Home(spark, settings), plan, 1)
+    ingest_files(Home(spark, settings), "tpch", [deletes(tables, root / "deletes")])
+    apply_source(Home(spark, settings), plan, 2, 1)
     return settings
