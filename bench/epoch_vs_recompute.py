@@ -290,9 +290,9 @@ def run_scale(
         load_avg = os.getloadavg()[0]
         m = ledger_row(spark, settings, epoch).metrics
         # Every apply of the epoch (applies_*), then the close's own steps after its apply.
-        steps = ("repair", "fold", "compact_maps", "tag")
-        epoch_read = m["applies_bytes_read"] + sum(m[f"{s}_bytes_read"] for s in steps)
-        epoch_written = m["applies_bytes_written"] + sum(m[f"{s}_bytes_written"] for s in steps)
+        steps = ("repair", "derived", "refresh", "fold", "compact_maps", "tag")
+        epoch_read = m["applies_bytes_read"] + sum(m.get(f"{s}_bytes_read", 0) for s in steps)
+        epoch_written = m["applies_bytes_written"] + sum(m.get(f"{s}_bytes_written", 0) for s in steps)
 
         t, meter = time.perf_counter(), StageMeter(spark)
         with catalog_lock(settings, "bench compaction"):
@@ -399,8 +399,10 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
               "cumulus/engine/results.py), the stable branches; the validation's checks are not in it. "
               "Results all whole (apart): the same tables rewritten whole at the same epoch, the other way "
               "measured."]
-    steps = ("applies", "compact_maps", "fold")
+    steps = ("applies", "derived", "refresh", "compact_maps", "fold")
     lines += ["", "Where an epoch's time and bytes go (ledger metrics; applies = every apply of the epoch, "
+              "derived = the nested queries' derived relations (cumulus/engine/derived.py), refresh = the views "
+              "kept by full refresh, "
               "compact_maps = the maps' compactions past the ratio, fold = the base.* layer appends; other = the "
               "epoch's seconds outside the timed steps: ledger rows, the close's own lookups, stable branches):", "",
               "| SF | epoch | " + " | ".join(f"{x} s | {x} read | {x} written" for x in steps)
@@ -410,7 +412,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         m = r.metrics
         cells = [f"{m.get(f'{x}_s', 0):.1f} | {_mib(m.get(f'{x}_bytes_read', 0))} | {_mib(m.get(f'{x}_bytes_written', 0))}"
                  for x in steps]
-        timed = sum(m.get(f"{x}_s", 0) for x in ("applies", "compact_maps", "fold", "repair", "tag"))
+        timed = sum(m.get(f"{x}_s", 0) for x in (*steps, "repair", "tag"))
         lines.append(f"| {r.scale} | {r.epoch} | " + " | ".join(cells) + f" | {m.get('repair_s', 0):.1f} | "
                      f"{m.get('tag_s', 0):.1f} | {r.epoch_s - timed:.1f} | {_mib(r.map_bytes_read)} |")
     lines += ["", "Initial load (epoch 1, not compared; mode: how the close brought the maps up to date, "

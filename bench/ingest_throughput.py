@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_land.mkdir()
         for table in ("nation", "region"):
             shutil.copy(next((data[kinds[0]] / table).iterdir()), warm_land)
-        ingest_files(spark, make_home(spark, root, "warmup", warm_land), "tpch", fmt=FORMAT[kinds[0]])
+        ingest_files(Home(spark, make_home(spark, root, "warmup", warm_land)), "tpch", fmt=FORMAT[kinds[0]])
 
         for kind in kinds:
             rows = count_rows(kind, data[kind])

@@ -46,7 +46,7 @@ def workload(home: Path) -> None:
     home.mkdir(parents=True)
     (home / "cumulus.toml").write_text('spark_master = "local[2]"\n')
     engine = Engine(load_settings(home), app_name="cumulus-class-archive")
-    init_home(engine.spark, engine.settings, REPO / "demo" / "tpch_schema.sql")
+    init_home(engine.home, REPO / "demo" / "tpch_schema.sql")
     for name, priority in sorted(manifest.sources.items(), key=lambda kv: kv[1]):
         add_source(engine.settings, name, priority, manifest.root / name)
     for name, sql in VIEWS.items():

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from cumulus.ingest.tpch_stream import Manifest
     from cumulus.spark.session import spark_session
     from cumulus.store.home import init_home, load_home_schema
+    from cumulus.store.tables import Home
 
     home = Path(args.home).resolve()
     if (home / "catalog.db").exists():
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     settings = load_settings(home)
     spark = spark_session(settings, app_name="cumulus-demo-home")
-    init_home(spark, settings, args.schema)
+    init_home(Home(spark, settings), args.schema)
     manifest = Manifest.load(args.stream)
     for name, priority in sorted(manifest.sources.items(), key=lambda kv: kv[1]):
         src = add_source(settings, name, priority, manifest.root / name)
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     schema = load_home_schema(settings)
     for item in args.view:
         name, _, path = item.partition("=")
-        add_view(spark, settings, schema, name, Path(path).read_text())
+        add_view(Home(spark, settings), schema, name, Path(path).read_text())
         print(f"view {name}: registered ({path})")
     print(f"home {home} ready in {time.perf_counter() - t:.0f} s")
     spark.stop()

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cumulus.config import Settings
 from cumulus.engine.driver_apply import driver_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
@@ -35,8 +36,8 @@ from cumulus.store.files import Batch, committed_batches
 from cumulus.store.ledger import check_in_order, ledger_rows
 from cumulus.store.lock import apply_lock
 from cumulus.store.maps import delta_columns, entries_columns, versioned
-from cumulus.store.rows import read_rows
-from cumulus.store.tables import Home, ddl_type, ensure_table
+from cumulus.store.rows import Reader, read_rows
+from cumulus.store.tables import Home, ddl_type, ensure_table, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -147,17 +148,18 @@ def ensure_applies_table(home: Home) -> None:
     ensure_table(home.spark, home.tables.applies, APPLIES_COLUMNS)
 
 
-def apply_records(home: Home, epoch: int | None = None) -> list[ApplyRecord]:
+def apply_records(reader: Reader, settings: Settings, epoch: int | None = None) -> list[ApplyRecord]:
     """Each batch's latest record (a `done` row supersedes a `started` one), oldest first:
     the rows of cumulus.applies, and the record on a maps commit whose measurements were
-    not appended (the apply stopped in between)."""
+    not appended (the apply stopped in between). `reader`: a Spark session or a PyIceberg
+    catalog (store/rows.py)."""
     where = {"epoch": epoch} if epoch is not None else None
     latest: dict[str, ApplyRecord] = {}
-    for record in map(ApplyRecord.from_row, read_rows(home.spark, home.tables.applies, where)):
+    for record in map(ApplyRecord.from_row, read_rows(reader, tables_of(settings).applies, where)):
         if record.batch_id not in latest or record.status == "done":
             latest[record.batch_id] = record
     try:
-        commits = snapshots(home.spark, home.tables.maps)
+        commits = snapshots(reader, tables_of(settings).maps)
     except NoSuchTableError:  # no view registered yet
         commits = []
     for snap in commits:
@@ -373,7 +375,7 @@ def _apply_in_order(
     home: Home, plan: BatchPlan, epoch: int, source_id: int, pin: int | None,
 ) -> ApplyRecord | None:
     """apply_source's work, under its lock, every earlier epoch closed."""
-    everything = apply_records(home, epoch)
+    everything = apply_records(home.spark, home.settings, epoch)
     if any(r.kind == RECOMPUTE for r in everything):
         log.info("epoch %d source %d: nothing to apply (its close rebuilds the maps from base.*)", epoch, source_id)
         return None

@@ -82,7 +82,7 @@ def _bring_up_to_date(
     The choice is made and saved under the catalog lock, so a concurrent close of the
     same epoch finds it (and the close proper adopts a rebuild chosen meanwhile)."""
     with catalog_lock(home.settings, f"close epoch {epoch}: apply or rebuild"):
-        records = apply_records(home, epoch)
+        records = apply_records(home.spark, home.settings, epoch)
         rebuild = _chosen_rebuild(records)
         if rebuild is not None:
             return Choice(RECOMPUTE, "chosen before (cumulus.applies: " + rebuild.batch_id + ")"), rebuild
@@ -169,7 +169,7 @@ def close_epoch(home: Home, plan: BatchPlan, epoch: int, rebuild_maps: bool = Fa
         now = ledger_row(home.spark, home.settings, epoch)
         if now is not None and now.state in DONE:
             return _closed_meanwhile(home, now)
-        if rebuild is None and (chosen := _chosen_rebuild(apply_records(home, epoch))) is not None:
+        if rebuild is None and (chosen := _chosen_rebuild(apply_records(home.spark, home.settings, epoch))) is not None:
             # a concurrent close chose to rebuild while this one applied: its record stops
             # applies, so the maps miss batches until the rebuild, which this run does now
             rebuild, choice = chosen, Choice(RECOMPUTE, f"chosen by a concurrent close (cumulus.applies: {chosen.batch_id})")
@@ -207,7 +207,7 @@ def close_epoch(home: Home, plan: BatchPlan, epoch: int, rebuild_maps: bool = Fa
         with steps("tag"):
             tagged = tag_tables(home.spark, [maps, *bases], epoch, home.settings.table_workers)
         fault_point("close.after-tag")
-        records = [r for r in apply_records(home, epoch) if r.status == "done"]
+        records = [r for r in apply_records(home.spark, home.settings, epoch) if r.status == "done"]
         applies = [r for r in records if r.kind == "apply"]
         rebuilt = [r for r in records if r.kind == RECOMPUTE]
         metrics = {

@@ -29,7 +29,13 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
-from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
+from cumulus.engine.evaluate import (
+    BatchPlan,
+    counted,
+    evaluate_batch,
+    union_all,
+    without_statistics,
+)
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
 from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
 from cumulus.store.tables import Home
@@ -100,22 +106,24 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
         groups = view_groups(plan.derived[name], plan.maps) if changes is not None else None
         restriction = None
         if groups is not None:
-            keys = without_statistics(group_keys(changes, groups[1]))
-            if keys.isEmpty():
+            keys, touched = counted(group_keys(changes, groups[1]))
+            if not touched:
                 continue  # no entry of its maps changed: neither did its rows
             keys_view = f"__cumulus_keys_{next(_VIEWS)}"
             keys.createOrReplaceTempView(keys_view)
             restriction = Restriction(f"`{keys_view}`", groups[1])
-        events = without_statistics(diff(relation_rows(plan, name, before, restriction),
-                                         relation_rows(plan, name, state, restriction)))
+        events, changed_rows = counted(diff(relation_rows(plan, name, before, restriction),
+                                            relation_rows(plan, name, state, restriction)))
         if restriction is not None:
             before.sparkSession.catalog.dropTempView(keys_view)
-        if events.isEmpty():
+        if not changed_rows:
             continue
         only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
         deltas = evaluate_batch(only, {name: events}, state)
         if deltas is not None:
-            deltas = without_statistics(deltas)
+            deltas, written = counted(deltas)
+            if not written:
+                continue
             parts.append(deltas)
             state = state.unionByName(deltas, allowMissingColumns=True)
             if changes is not None:

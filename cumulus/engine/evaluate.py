@@ -501,9 +501,16 @@ def evaluate_batch(
 
 
 def without_statistics(frame: DataFrame) -> DataFrame:
+    """The frame's rows, materialized once, under a plan without its size estimate
+    (`counted`, which also gives their number)."""
+    return counted(frame)[0]
+
+
+def counted(frame: DataFrame) -> tuple[DataFrame, int]:
     """The frame's rows, materialized once, under a plan without its size estimate, and
-    hinted for broadcast when they are few (at most STATE_BROADCAST_ROWS, counted by the
-    same job). Spark's checkpoint keeps the estimate of the plan it cut: for deltas, a
+    hinted for broadcast when they are few (at most STATE_BROADCAST_ROWS); with their
+    number, counted by the same job (so that a caller asking whether there are any runs
+    no other). Spark's checkpoint keeps the estimate of the plan it cut: for deltas, a
     product over every join of their evaluation. Chained (each relation's deltas joined
     by the next relation's, a derived relation's view over them), the estimates multiply
     into numbers of hundreds of thousands of digits: the corpus's rebuild spent more than
@@ -518,7 +525,8 @@ def without_statistics(frame: DataFrame) -> DataFrame:
     rows = frame.observe(seen, F.count(F.lit(1)).alias("rows")).localCheckpoint()
     spark, plan = rows.sparkSession, rows._jdf
     cut = Frame(spark._jsparkSession.internalCreateDataFrame(plan.queryExecution().toRdd(), plan.schema(), False), spark)
-    return F.broadcast(cut) if int(seen.get["rows"]) <= STATE_BROADCAST_ROWS else cut
+    count = int(seen.get["rows"])
+    return (F.broadcast(cut) if count <= STATE_BROADCAST_ROWS else cut), count
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

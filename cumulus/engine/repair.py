@@ -60,7 +60,7 @@ def repair_epoch(home: Home, plan: BatchPlan, epoch: int) -> int:
     how many batches were repaired (0 where writers are serialized). A close resumed after
     a crash finds the corrections already committed and reads them back."""
     repaired = 0
-    records = apply_records(home, epoch)
+    records = apply_records(home.spark, home.settings, epoch)
     fixes = {r.batch_id: r for r in records if r.kind == "repair" and r.status == "done"}
     history = snapshots(home.spark, home.tables.maps)
     by_id = {s.snapshot_id: s for s in history}

@@ -126,7 +126,7 @@ def add_view(
         before = compile_registered(schema, rows, home.settings.sql_dialect).checked.maps if rows else {}
         epoch = current_epoch(home.spark, home.settings)
         check_in_order(ledger_rows(home.spark, home.settings), epoch, f"view {name} cannot be added yet", home.settings)
-        if any(r.kind == "apply" for r in apply_records(home, epoch)):
+        if any(r.kind == "apply" for r in apply_records(home.spark, home.settings, epoch)):
             raise ViewError(
                 f"epoch {epoch} already has applied batches; close it first (cumulus epoch close), "
                 "then add the view: it is back-filled from the closed state"

@@ -150,7 +150,7 @@ def fold_epoch(home: Home, epoch: int) -> dict[str, FoldResult]:
         if row.state == OPEN:
             raise StoreError(
                 f"epoch {epoch} is still open (taking input); seal it first "
-                f"(ledger.transition(spark, settings, {epoch}, 'applied'))"
+                f"(ledger.transition(home, {epoch}, 'applied'))"
             )
         recover_incomplete_batches(home, schema)
 

@@ -116,7 +116,7 @@ def ledger_row(reader: Reader, settings: Settings, epoch: int) -> LedgerRow | No
 
 def _log_rows(reader: Reader, settings: Settings, where: Mapping[str, Any] | None = None) -> list[LedgerRow]:
     if is_spark(reader):
-        attach_catalog(reader, settings)
+        attach_catalog(Home(reader, settings))
     return [LedgerRow.from_row(r) for r in read_rows(reader, tables_of(settings).ledger_log, where)]
 
 

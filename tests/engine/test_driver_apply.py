@@ -82,9 +82,9 @@ def test_driver_deltas_equal_the_spark_plans_and_the_views_equal_duckdb(spark, t
     def both(settings_, plan_, record, counts, columns):
         local = real(settings_, plan_, record, counts, columns)
         if local is not None:
-            events, sizes = apply_module.batch_events(spark, settings_, plan_, record)
+            events, sizes = apply_module.batch_events(Home(spark, settings_), plan_, record)
             assert sizes == {rel: n for rel, n in counts.items() if n}
-            deltas = apply_module.evaluate_batch(plan_, events, apply_module.map_state(spark, settings_, record.read_snapshot), sizes)
+            deltas = apply_module.evaluate_batch(plan_, events, apply_module.map_state(Home(spark, settings_), record.read_snapshot), sizes)
             by_spark = [tuple(r) for r in deltas.select(*columns).collect()] if deltas is not None else []
             assert _same(local.rows, by_spark), f"batch {record.batch_id}: the driver and Spark differ"
             compared.append((sum(counts.values()), len(local.rows)))
@@ -108,8 +108,8 @@ def test_driver_deltas_equal_the_spark_plans_and_the_views_equal_duckdb(spark, t
     small = with_overrides(settings, apply_local_events=10)
     more = generate_events(schema, 120, seed=6, domain=4, delete_ratio=0.0)
     for name, (relations, priority) in SOURCES.items():
-        ingest_files(spark, small, name, [write_events(more, tmp_path / "epoch2" / name, relations)], fmt="dbtoaster")
-        record = apply_source(spark, small, plan, 2, priority)
+        ingest_files(Home(spark, small), name, [write_events(more, tmp_path / "epoch2" / name, relations)], fmt="dbtoaster")
+        record = apply_source(Home(spark, small), plan, 2, priority)
         assert record is not None and record.events > 10
     assert len(compared) == 6  # no driver apply in epoch 2
     close_epoch(home, plan, 2)

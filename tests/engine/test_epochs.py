@@ -105,7 +105,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         others = {r.name for r in schema.relations} - SOURCE_A
         ingest_files(home, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
-        metrics = close_epoch(spark, with_overrides(settings, epoch_mode=mode), plan, epoch)
+        metrics = close_epoch(Home(spark, with_overrides(settings, epoch_mode=mode)), plan, epoch)
         assert ledger_row(spark, settings, epoch).state == "closed"
         assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
         if mode == "auto":

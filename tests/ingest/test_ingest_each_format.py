@@ -106,7 +106,7 @@ def home(tmp_path_factory, spark):
 def test_format(spark, home, tmp_path, fmt):
     make, k = FORMATS[fmt]
     paths = make(tmp_path / fmt, k)
-    report = ingest_files(spark, home, "a", paths, fmt=fmt)
+    report = ingest_files(Home(spark, home), "a", paths, fmt=fmt)
     assert (report.accepted, report.rejected) == (5, 0) and report.committed
 
     rows, item = changes(k)

@@ -140,7 +140,7 @@ def test_exception_before_the_commit(spark, home, tmp_path, monkeypatch):
     files = landing(tmp_path, 100)
     monkeypatch.setenv(ENV, "before-commit:raise")
     with pytest.raises(InjectedFault):
-        ingest_files(spark, home, "a", files)
+        ingest_files(Home(spark, home), "a", files)
     monkeypatch.delenv(ENV)
     assert state(spark, home, 100) == (Counter(), Counter()) and not crashed_batches(spark, home)
     check_retry(spark, home, files, 100, set())
@@ -152,9 +152,9 @@ def test_exception_after_the_commit(spark, home, tmp_path, monkeypatch, point):
     files = landing(tmp_path, first_id)
     monkeypatch.setenv(ENV, f"{point}:raise")
     with pytest.raises(InjectedFault):
-        ingest_files(spark, home, "a", files)
+        ingest_files(Home(spark, home), "a", files)
     monkeypatch.delenv(ENV)
-    retry = ingest_files(spark, home, "a", files)
+    retry = ingest_files(Home(spark, home), "a", files)
     assert state(spark, home, first_id) == expected(first_id)
     assert [r["line"] for r in bad_rows(spark, home, files[0])] == [7]
     if point == "after-manifest":  # the first run was complete: the retry takes nothing, records nothing
@@ -166,11 +166,11 @@ def test_exception_after_the_commit(spark, home, tmp_path, monkeypatch, point):
 
 def test_a_file_is_taken_once_ever(spark, home, tmp_path):
     files = landing(tmp_path / "first", 700)
-    first = ingest_files(spark, home, "a", files)
+    first = ingest_files(Home(spark, home), "a", files)
     # The same content under another name (a duplicate, recorded), and the files of the
     # first batch offered again from their paths (taken before: skipped, nothing recorded).
     copy = write(tmp_path / "again" / "orders.csv", open(files[0]).read())
-    second = ingest_files(spark, home, "a", [copy, copy.parent.parent / "first" / "orders.csv", files[1]])
+    second = ingest_files(Home(spark, home), "a", [copy, copy.parent.parent / "first" / "orders.csv", files[1]])
     assert not second.committed and second.accepted == 0
     assert [(f.path, f.status, f.duplicate_of) for f in second.files] == [(str(Path(copy).resolve()), DUPLICATE, first.batch_id)]
     assert len(second.already_taken) == 2 and "2 file(s) taken before" in second.headline()

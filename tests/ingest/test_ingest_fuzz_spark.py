@@ -46,6 +46,7 @@ from ingestkit import SHOP, write_home
 from cumulus.errors import IngestError
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
+from cumulus.store.tables import Home
 
 _folders = itertools.count(1)
 
@@ -64,7 +65,7 @@ def home(tmp_path_factory, spark):
     from cumulus.store.home import init_home
 
     settings_ = write_home(tmp_path_factory.mktemp("fuzzhome"), "ingfz")
-    init_home(spark, settings_, SHOP)
+    init_home(Home(spark, settings_), SHOP)
     add_source(settings_, "fz", 1, max_error_rate=1.0)
     return settings_, Oracle(), tmp_path_factory.mktemp("fuzzlanding")
 
@@ -162,7 +163,7 @@ def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one
     paths = [str(fz.write(folder / str(g)).resolve()) for g, group in enumerate(groups) for fz in group]
 
     want_rows, want_quarantine, duplicates = expected_batch(groups, paths, oracle)
-    report = ingest_files(spark, settings_, "fz", paths)
+    report = ingest_files(Home(spark, settings_), "fz", paths)
     in_driver = any("in the driver" in r.getMessage() for r in caplog.records if "parsing" in r.getMessage())
     assert in_driver == (number % 2 == 1) or report.accepted + report.rejected == 0, "the parse took the other path"
     got_rows, got_quarantine = batch_rows(spark, settings_, report.batch_id)
@@ -178,7 +179,7 @@ def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one
     # The same files again, and one under another name: nothing is taken twice.
     copy = Path(paths[0]).with_name("copy." + Path(paths[0]).name)
     shutil.copyfile(paths[0], copy)
-    again = ingest_files(spark, settings_, "fz", [*paths, str(copy)])
+    again = ingest_files(Home(spark, settings_), "fz", [*paths, str(copy)])
     assert again.accepted == 0 and again.rejected == 0
     assert set(again.already_taken) == set(paths) - duplicates
     assert {e.path for e in again.files if e.status == "duplicate"} == duplicates | {str(copy.resolve())}
@@ -200,7 +201,7 @@ def test_a_file_changed_while_being_read_refuses_the_batch(spark, home, monkeypa
 
     def run():
         try:
-            outcome["report"] = ingest_files(spark, settings_, "fz", [path])
+            outcome["report"] = ingest_files(Home(spark, settings_), "fz", [path])
         except IngestError as exc:
             outcome["error"] = exc
 
@@ -218,7 +219,7 @@ def test_a_file_changed_while_being_read_refuses_the_batch(spark, home, monkeypa
     assert totals(spark, settings_) == before
 
     monkeypatch.delenv("CUMULUS_FAULT")
-    report = ingest_files(spark, settings_, "fz", [path])
+    report = ingest_files(Home(spark, settings_), "fz", [path])
     assert (report.accepted, report.rejected) == (2, 0)
     got, _ = batch_rows(spark, settings_, report.batch_id)
     assert sorted(v[0] for _, v, _ in got) == [900002, 900003]
@@ -235,7 +236,7 @@ def test_a_delete_of_a_tuple_dated_before_year_1000(spark, home, tmp_path):
     row = '"o_id": 900100, "o_cust": null, "o_total": null, "o_date": "0322-04-30", "o_note": "x"'
     path = tmp_path / "orders.jsonl"
     path.write_text(f'{{"op": "+", {row}}}\n{{"op": "-", {row}}}\n{{"op": "-", {row}}}\n')
-    report = ingest_files(spark, settings_, "fz", [path])
+    report = ingest_files(Home(spark, settings_), "fz", [path])
     got, quarantine = batch_rows(spark, settings_, report.batch_id)
     assert [op for _, _, op in got] == [1, -1]
     assert quarantine == Counter({(str(path), 3, "not_alive"): 1})

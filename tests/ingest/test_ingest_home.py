@@ -52,7 +52,7 @@ def test_init_creates_typed_tables_and_is_idempotent(spark, new_home, tmp_path):
         init_home(home, other)
     reserved = write(tmp_path / "reserved.sql", "CREATE TABLE t (seq INT);\n")
     with pytest.raises(SchemaError, match="t.seq uses a name Cumulus reserves"):
-        init_home(spark, write_home(tmp_path / "h2", "ingr"), reserved)
+        init_home(Home(spark, write_home(tmp_path / "h2", "ingr")), reserved)
 
 
 def test_cli_init(spark, tmp_path, capsys):

@@ -87,7 +87,7 @@ def test_every_bad_row_is_quarantined_and_every_good_row_kept(spark, home, tmp_p
         '{"op": "-", "i_order": 8, "i_qty": 1, "i_price": 0.5, "i_gift": false}\n'  # 4 not_alive
         '{"op": "+", "i_order": 8, "i_qty": 1, "i_price": 0.5, "i_gift": false}\n',  # 5 good
     )
-    report = ingest_files(spark, home, "a", [mixed, csv_file, deletes])
+    report = ingest_files(Home(spark, home), "a", [mixed, csv_file, deletes])
     assert report.committed and report.epoch == 1
     assert (report.accepted, report.rejected) == (9, 11)
     assert dict(report.relations["orders"].rejected) == {
@@ -138,20 +138,20 @@ def test_every_bad_row_is_quarantined_and_every_good_row_kept(spark, home, tmp_p
 
 def test_deletes_count_multiplicities_across_batches_sources_and_epochs(spark, home, tmp_path):
     # Epoch 1 (after the test above): orders 1, 2, 3, 6 are alive once each.
-    first = ingest_files(spark, home, "a", [write(tmp_path / "1.jsonl", order(7) + "\n" + order(7) + "\n")])
+    first = ingest_files(Home(spark, home), "a", [write(tmp_path / "1.jsonl", order(7) + "\n" + order(7) + "\n")])
     assert first.accepted == 2
     # Another source may delete what source a committed: alive in commit order.
-    second = ingest_files(spark, home, "b", [write(tmp_path / "2.jsonl", order(1, "-") + "\n" + order(7, "-") + "\n")])
+    second = ingest_files(Home(spark, home), "b", [write(tmp_path / "2.jsonl", order(1, "-") + "\n" + order(7, "-") + "\n")])
     assert (second.accepted, second.rejected) == (2, 0)
-    third = ingest_files(spark, home, "b", [write(tmp_path / "3.jsonl", order(1, "-") + "\n")])
+    third = ingest_files(Home(spark, home), "b", [write(tmp_path / "3.jsonl", order(1, "-") + "\n")])
     assert (third.accepted, third.rejected) == (0, 1)
     assert dict(third.relations["orders"].rejected) == {"not_alive": 1}
 
-    ledger.transition(spark, home, 1, ledger.APPLIED)
-    fold_epoch(spark, home, 1)
+    ledger.transition(Home(spark, home), 1, ledger.APPLIED)
+    fold_epoch(Home(spark, home), 1)
     # Epoch 2: order 7 has one copy left in base, order 1 none.
     fourth = ingest_files(
-        spark, home, "a",
+        Home(spark, home), "a",
         [write(tmp_path / "4.jsonl", "\n".join([order(7, "-"), order(7, "-"), order(1, "-"), order(1), order(1, "-")]) + "\n")],
     )
     assert fourth.epoch == 2
@@ -164,7 +164,7 @@ def test_error_threshold_fails_loudly_and_applies_nothing(spark, home, tmp_path)
     before = {r: len(events(spark, home, r)) for r in ("orders", "items")}
     path = write(tmp_path / "orders.csv", "o_id,o_cust,o_total,o_date,o_note\n10,1,1,2024-01-01,x\n11,1,x,y,z\n12,1,1,2024-99-01,x\n")
     with pytest.raises(IngestError, match=r"epoch \d+, source strict: 2 of 3 rows rejected \(67%\).*max_error_rate 20%") as exc:
-        ingest_files(spark, home, "strict", [path])
+        ingest_files(Home(spark, home), "strict", [path])
     report = exc.value.report
     assert report.failed and not report.committed
     assert {r: len(events(spark, home, r)) for r in ("orders", "items")} == before
@@ -174,7 +174,7 @@ def test_error_threshold_fails_loudly_and_applies_nothing(spark, home, tmp_path)
     assert [(e["status"], e["rows_accepted"], e["rows_rejected"]) for e in entry] == [(REJECTED, 0, 2)]
     # A refused file is not taken: offered again (e.g. after raising the threshold) it is read again.
     with pytest.raises(IngestError):
-        ingest_files(spark, home, "strict", [path])
+        ingest_files(Home(spark, home), "strict", [path])
 
 
 def test_cli_quarantine_and_epoch_status(spark, home, capsys):

@@ -122,7 +122,7 @@ def test_expire_and_compact_keep_tags_and_results(spark, tmp_path):
         ingest_files(home, "a", [more])
         apply_source(home, plan, 4, 1)
         assert current_epoch(spark, settings) == 4
-        pinned = {r.read_snapshot for r in apply_records(home, 4) if r.read_snapshot}
+        pinned = {r.read_snapshot for r in apply_records(home.spark, home.settings, 4) if r.read_snapshot}
 
         reader = Reader(settings)
         before = {n: reader.read_view("totals", At(n)) for n in (1, 2, 3)}

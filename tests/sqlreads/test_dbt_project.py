@@ -18,6 +18,7 @@ from sqlreadskit import REPO
 
 from cumulus.dbt.run import run_results
 from cumulus.read import At, Reader
+from cumulus.store.tables import Home
 
 # The slow tier: they share the tiny TPC-H home (sqlreadskit), built once per run.
 pytestmark = pytest.mark.slow
@@ -38,7 +39,7 @@ def test_dbt_build_and_docs_on_the_stable_snapshot(spark, tpch_home) -> None:
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import PUBLISHED, transition
 
-    transition(spark, tpch_home, 1, PUBLISHED, validation="passed")  # the DAG's publish step
+    transition(Home(spark, tpch_home), 1, PUBLISHED, validation="passed")  # the DAG's publish step
     built = cumulus_dbt(tpch_home, "build")
     assert "ERROR=0" in built and "WARN=0" in built and "PASS=" in built, built[-3000:]
     # What the DAG's task lists per node: every model built, every test passed.
