@@ -36,6 +36,7 @@ from cumulus.engine.evaluate import (
     union_all,
     without_statistics,
 )
+from cumulus.parallel import for_each
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
 from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
 from cumulus.store.tables import Home
@@ -81,8 +82,57 @@ def diff(old: DataFrame, new: DataFrame) -> DataFrame:
     return both.groupBy(*columns).agg(F.sum("op").cast("int").alias("op")).where(F.col("op") != 0)
 
 
+def rounds(plan: BatchPlan) -> list[list[str]]:
+    """The derived relations (those with triggers) in rounds, each after every earlier
+    relation whose triggers write a map that its view or its triggers read; the relations
+    of one round read nothing the others write, so they are evaluated at once, each with
+    the state after the earlier rounds, and give what the plan's order one at a time
+    gives (their deltas add)."""
+    names = [n for n in plan.derived if plan.statements.get(n)]
+    writes = {n: {bs.statement.target.name for bs in plan.statements[n]} for n in names}
+    reads = {n: {*plan.derived[n].maps, *plan.reads.get(n, ())} for n in names}
+    level: dict[str, int] = {}
+    for i, name in enumerate(names):
+        level[name] = max((level[m] + 1 for m in names[:i] if writes[m] & reads[name]), default=0)
+    return [[n for n in names if level[n] == r] for r in range(max(level.values(), default=-1) + 1)]
+
+
+def _relation_deltas(plan: BatchPlan, name: str, before: DataFrame, state: DataFrame,
+                     changes: DataFrame | None) -> DataFrame | None:
+    """The deltas of every map from derived relation `name`'s change between `before` and
+    `state` (materialized; None when none), compared over the groups `changes` touched
+    where its rows are one per group (derived_deltas)."""
+    started = time.perf_counter()
+    groups = view_groups(plan.derived[name], plan.maps) if changes is not None else None
+    restriction, how = None, "compared whole"
+    if groups is not None:
+        keys, touched = counted(group_keys(changes, groups[1]))
+        if not touched:
+            log.debug("derived relation %s: no group touched (%.1f s)", name, time.perf_counter() - started)
+            return None  # no entry of its maps changed: neither did its rows
+        keys_view, how = f"__cumulus_keys_{next(_VIEWS)}", f"{touched} group(s) touched"
+        keys.createOrReplaceTempView(keys_view)
+        restriction = Restriction(f"`{keys_view}`", groups[1])
+    events, changed = counted(diff(relation_rows(plan, name, before, restriction),
+                                   relation_rows(plan, name, state, restriction)))
+    if restriction is not None:
+        state.sparkSession.catalog.dropTempView(keys_view)
+    compared = time.perf_counter()
+    if not changed:
+        log.debug("derived relation %s: %s, no row changed (%.1f s)", name, how, compared - started)
+        return None
+    only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
+    deltas = evaluate_batch(only, {name: events}, state)
+    written = 0
+    if deltas is not None:
+        deltas, written = counted(deltas)
+    log.debug("derived relation %s: %s, %d row(s) changed (%.1f s), %d delta row(s) (%.1f s)", name, how, changed,
+              compared - started, written, time.perf_counter() - compared)
+    return deltas if written else None
+
+
 def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
-                   changed: DataFrame | None = None) -> DataFrame | None:
+                   changed: DataFrame | None = None, workers: int = 1) -> DataFrame | None:
     """The deltas of every map from the derived relations' change between the maps'
     state `before` and `after` (rows shaped as maps.entries'); None when none changed
     or the plan has no derived relation. `after` must hold every base event. `changed`:
@@ -90,7 +140,9 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     whose rows are one per group, each a function of its own group's entries
     (view_groups), is then compared over the groups that they and the deltas of the
     derived relations before it touched, not over all of its groups: the close's cost
-    follows the entries the epoch touched, not the relation's size."""
+    follows the entries the epoch touched, not the relation's size. The relations of a
+    round (`rounds`) run `workers` at a time (Spark jobs from several threads: each
+    relation's are a few small ones, mostly scheduling)."""
     from pyspark.sql import functions as F
 
     # Only the maps the derived relations' views and triggers read, each state read once.
@@ -100,34 +152,16 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     changes = None if changed is None else without_statistics(unversioned(changed.where(F.col("map").isin(needed))))
     parts: list[DataFrame] = []
     state = after
-    for name in plan.derived:
-        if not plan.statements.get(name):
-            continue
-        groups = view_groups(plan.derived[name], plan.maps) if changes is not None else None
-        restriction = None
-        if groups is not None:
-            keys, touched = counted(group_keys(changes, groups[1]))
-            if not touched:
-                continue  # no entry of its maps changed: neither did its rows
-            keys_view = f"__cumulus_keys_{next(_VIEWS)}"
-            keys.createOrReplaceTempView(keys_view)
-            restriction = Restriction(f"`{keys_view}`", groups[1])
-        events, changed_rows = counted(diff(relation_rows(plan, name, before, restriction),
-                                            relation_rows(plan, name, state, restriction)))
-        if restriction is not None:
-            before.sparkSession.catalog.dropTempView(keys_view)
-        if not changed_rows:
-            continue
-        only = BatchPlan((name,), plan.statements, plan.params, plan.checked, plan.derived)
-        deltas = evaluate_batch(only, {name: events}, state)
-        if deltas is not None:
-            deltas, written = counted(deltas)
-            if not written:
+    for names in rounds(plan):
+        found = for_each(lambda name, state=state, changes=changes: _relation_deltas(plan, name, before, state, changes),
+                         names, workers, "derived relations")
+        for name in names:  # in the plan's order
+            if found[name] is None:
                 continue
-            parts.append(deltas)
-            state = state.unionByName(deltas, allowMissingColumns=True)
+            parts.append(found[name])
+            state = state.unionByName(found[name], allowMissingColumns=True)
             if changes is not None:
-                changes = changes.unionByName(deltas, allowMissingColumns=True)
+                changes = changes.unionByName(found[name], allowMissingColumns=True)
     if not parts:
         return None
     return summed(union_all(parts))
@@ -151,7 +185,7 @@ def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
     if batch_commit(home, record.batch_id) is None:
         rows = home.spark.table(home.tables.maps)
         deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
-                                rows.where(F.col("epoch") == epoch))
+                                rows.where(F.col("epoch") == epoch), workers=home.settings.table_workers)
     record_written(record, write_deltas(home, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)
     record.status = "done"

@@ -181,7 +181,7 @@ def evaluate_from_base(
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
         values = without_statistics(values) if values is not None else None
         state = nothing if values is None else nothing.unionByName(values, allowMissingColumns=True)
-        nested = derived_deltas(plan, nothing, state)
+        nested = derived_deltas(plan, nothing, state, workers=home.settings.table_workers)
         if nested is not None:
             values = nested if values is None else summed(union_all([values, nested]))
     return values

@@ -307,7 +307,7 @@ def create_statements(settings: Settings, schema: Schema) -> list[str]:
 
 
 def attach_catalog(home: Home) -> None:
-    """Make the settings' catalog usable in `spark` (a no-op for the session's own home).
+    """Make the home's catalog usable in its Spark session (a no-op for the session's own home).
     Spark keeps one session per process; a test or tool working on a second home
     registers that home's catalog under its own name."""
     from cumulus.errors import ConfigError
