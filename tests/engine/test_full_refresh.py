@@ -3,7 +3,9 @@ deletes, in two epochs, a home keeps
 TPC-H's 22 queries as the benchmark writes them: 20 incrementally (nested ones, Q2, Q4,
 Q15, Q17, Q20, Q16's NOT IN and Q22's NOT EXISTS, through derived relations), the other two
 (Q13's LEFT JOIN, Q21's correlated inequality) by full refresh; also a view that asks for `full`
-(with ORDER BY and LIMIT) and plain-row views. At each close every view read at its tag
+(with ORDER BY and LIMIT) and plain-row views. Epoch 1 is rebuilt from base.* by the close
+(the derived relations' rows inserted), epoch 2 applied (their change over the groups it
+touched). At each close every view read at its tag
 equals DuckDB over the tuples alive then, and views read the same through the catalog's
 Spark views. `view list` names each view's mode and the construct that forced `full`;
 `full_refresh = "refuse"` refuses them."""
@@ -93,10 +95,14 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
         rows = stream[lo:hi]
         engine.ingest("a", [str(write_epoch_files(rows, tmp_path / f"e{epoch}", {r.name for r in schema.relations}))],
                       "dbtoaster")
-        engine.apply("a")
+        if epoch > 1:  # epoch 1: the close rebuilds the maps from base.* (empty before it), nested rows included
+            engine.apply("a")
         _, metrics = engine.close()
-        assert metrics["mode"] == "incremental" and metrics["derived_rows_written"] > 0, metrics  # nested groups changed
-        assert metrics["refresh_s"] > 0, metrics  # the recompute's cost, in the epoch's metrics
+        if epoch == 1:
+            assert metrics["mode"] == "recompute" and metrics["recompute_rows"] > 0, metrics
+        else:
+            assert metrics["mode"] == "incremental" and metrics["derived_rows_written"] > 0, metrics  # nested groups
+        assert metrics["refresh_s"] > 0, metrics  # the full refresh's cost, in the epoch's metrics
         oracle = DuckOracle(schema, alive_after([r.event for r in rows], alive))
         at = reader.stable(epoch)
         read = Reader(settings)
