@@ -162,13 +162,6 @@ def program_changed(reader: Any, settings: Settings, program: Program) -> str | 
             f"the maps were written for another program (fingerprint {mark}, now {fingerprint(program)})")
 
 
-def _rows_at(meta: Mapping[str, Any], tag: str | None) -> int:
-    """A table's rows at `tag` (else its current snapshot), from its metadata."""
-    snapshot = ((meta.get("refs") or {}).get(tag) or {}).get("snapshot-id") if tag else meta.get("current-snapshot-id")
-    found = next((snap for snap in meta.get("snapshots", []) if snap["snapshot-id"] == snapshot), None)
-    return int((found or {}).get("summary", {}).get("total-records", 0))
-
-
 def evaluate_from_base(
     home: Home, plan: BatchPlan, tag: str | None = None
 ) -> DataFrame | None:
@@ -184,7 +177,7 @@ def evaluate_from_base(
         if tag is not None:
             reader = reader.option("tag", tag)
         events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-        sizes[rel] = _rows_at(table_metadata(home.spark, home.tables.base(rel)), tag)
+        sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
     nothing = home.spark.table(home.tables.maps).where(F.lit(False))
     values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)

@@ -187,9 +187,10 @@ def _sqlite_catalog_path(spark: SparkSession, catalog: str) -> str | None:
 _CATALOG_DB: dict[tuple[int, str], str | None] = {}
 
 
-def total_records(meta: Mapping[str, Any]) -> int:
-    """Rows in the current snapshot of a table's Iceberg metadata (0 without one)."""
-    current = meta.get("current-snapshot-id")
+def total_records(meta: Mapping[str, Any], ref: str | None = None) -> int:
+    """Rows in a snapshot of a table's Iceberg metadata: the one `ref` (a tag or branch)
+    names, else the current one (0 without one)."""
+    current = ((meta.get("refs") or {}).get(ref) or {}).get("snapshot-id") if ref else meta.get("current-snapshot-id")
     for snap in meta.get("snapshots", []):
         if snap["snapshot-id"] == current:
             return int(snap.get("summary", {}).get("total-records", 0))
