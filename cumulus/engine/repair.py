@@ -57,8 +57,9 @@ def repair_epoch(home: Home, plan: BatchPlan, epoch: int) -> int:
     of the serial order (see the module doc; the paper's unfulfilled dependencies). The
     correction is the batch evaluated against the state it should have seen minus what it
     wrote; it touches only the batch's keys. Reads the maps table's history once. Returns
-    how many batches were repaired (0 where writers are serialized). A close resumed after
-    a crash finds the corrections already committed and reads them back."""
+    how many of the epoch's batches are repaired (0 where writers are serialized), those
+    an earlier try committed included: a close resumed after a crash finds their
+    corrections committed and reads them back."""
     repaired = 0
     records = apply_records(home.spark, home.settings, epoch)
     fixes = {r.batch_id: r for r in records if r.kind == "repair" and r.status == "done"}
@@ -73,8 +74,9 @@ def repair_epoch(home: Home, plan: BatchPlan, epoch: int) -> int:
         if _stale_read(by_id, record) is None and not earlier:
             continue
         done = fixes.get(f"repair-{record.batch_id}")
-        if done is not None:  # committed by an earlier try of this close
+        if done is not None:  # committed by an earlier try of this close: counted, not redone
             earlier.append(_appended(home, by_id[done.written_snapshot]))  # type: ignore[index]
+            repaired += 1
             continue
         log.info("epoch %d: batch %s read a state of the maps without the deltas (or corrections) of batches "
                  "committed before it; repairing", epoch, record.batch_id)

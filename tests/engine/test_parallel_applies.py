@@ -71,14 +71,21 @@ def start(*argv: str, log: Path) -> subprocess.Popen:
 def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, rng: random.Random,
                 timeout: float) -> tuple[dict, list]:
     """Run the processes; SIGKILL one `kills` times, and start it again with the same
-    arguments; then wait for all. A kill comes 0.5-3 s after some step ended since the
-    last one (so the kills spread over the epochs and the run always moves on), and takes
-    a process in the step killed least so far, so every step gets its share: a source while it ingests, a source while
-    it applies (every source ingested the epoch, it has not applied), the closer while it
-    closes (and so publishes: every source applied). The step is read from the processes'
-    markers; a kill lands a random 0-1.5 s into it, and only a process up WARM seconds
-    (its Spark session started) is killed. Their outputs, and what was killed
-    (name@seconds[step])."""
+    arguments; then wait for all. Returns their outputs and what was killed
+    (name@seconds[step]).
+
+    - When: 0.5-3 s after some step ended since the last kill, or after the last kill's
+      victim is up again (WARM seconds, its Spark session started) and so back in the
+      step it redoes. The kills spread over the epochs, and a run never ends with kills
+      left for want of a finished step: every kill delays the run by a restart, and the
+      next may come once that restart is over.
+    - Whom: a process in the step killed least so far, so every step gets its share: a
+      source while it ingests, a source while it applies (every source ingested the
+      epoch, it has not applied), the closer while it closes (and so publishes: every
+      source applied). The step is read from the processes' markers; a kill lands a
+      random 0-1.5 s into it, and only a process up WARM seconds is killed.
+    - The last kills are kept for applies and closes; once every source is done, the
+      last close takes whatever is left."""
     import time
 
     warm = 10.0
@@ -104,16 +111,18 @@ def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, 
     born = dict.fromkeys(procs, time.monotonic())
     started, killed, by_step = time.monotonic(), [], dict.fromkeys(("ingest", "apply", "close"), 0)
     keep = dict.fromkeys(("apply", "close"), max(1, kills // 5))  # kills kept for the later steps of an epoch
-    progress = -1  # markers when the last kill came: the next waits for a step to end since
+    progress, victim = -1, None  # markers when the last kill came, and whom it killed
     while len(killed) < kills and any(p.poll() is None for p in procs.values()):
         time.sleep(rng.uniform(0.5, 3.0))
-        if len(list(markers.iterdir())) <= progress:
+        stepped = len(list(markers.iterdir())) > progress
+        if not stepped and (victim is None or time.monotonic() - born[victim] <= warm):
             continue
         ready = [n for n, p in procs.items() if p.poll() is None and time.monotonic() - born[n] > warm]
         working = {n: step(n) for n in ready}
         working = {n: k for n, k in working.items() if k in by_step}
         owed = {k: max(0, kept - by_step[k]) for k, kept in keep.items()}
-        if kills - len(killed) <= sum(owed.values()):  # the last kills are kept for applies and closes
+        sources_done = all(step(s) == "done" for s in procs if s != "closer")
+        if kills - len(killed) <= sum(owed.values()) and not sources_done:  # kept for applies and closes
             working = {n: k for n, k in working.items() if owed.get(k)}
         if not working:
             continue
@@ -125,7 +134,7 @@ def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, 
         procs[name].kill()
         procs[name].wait()
         by_step[kind] += 1
-        progress = len(list(markers.iterdir()))
+        progress, victim = len(list(markers.iterdir())), name
         killed.append(f"{name}@{time.monotonic() - started:.0f}s[{kind}]")
         with logs[name].open("a") as log:
             log.write(f"--- SIGKILL at {killed[-1]}; started again\n")
