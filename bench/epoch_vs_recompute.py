@@ -102,7 +102,8 @@ class Row:
     # reading their rows and the MERGEs, the tables the publish rewrote whole
     results_keys_s: float = 0.0
     results_merge_s: float = 0.0
-    results_whole_part_s: float = 0.0
+    results_whole_part_s: float = 0.0  # of the whole rewrites, those by Spark
+    results_driver_s: float = 0.0  # of the whole rewrites, those from the driver (PyIceberg)
 
     @property
     def map_bytes_read(self) -> int:
@@ -320,7 +321,7 @@ def run_scale(
                         len(views), len(compiled.checked.maps), round(load_avg, 2), round(publish_s, 2),
                         updates.count("touched") + updates.count("unchanged"), updates.count("whole"),
                         round(whole_s, 2), round(parts.get("keys", 0), 2), round(parts.get("merge", 0), 2),
-                        round(parts.get("whole", 0), 2)))
+                        round(parts.get("whole", 0), 2), round(parts.get("driver", 0), 2)))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
@@ -373,7 +374,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
         "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch "
-        "| results by touched groups / whole | of which keys / rows+MERGE / whole s "
+        "| results by touched groups / whole | of which keys / rows+MERGE / whole by Spark / whole from the driver s "
         "| results all whole s (apart) | all whole / epoch |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|:--:|:--:|---:|---:|",
     ]
@@ -385,7 +386,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
             f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} | "
             f"{r.results_touched} / {r.results_whole} | "
-            f"{r.results_keys_s:.1f} / {r.results_merge_s:.1f} / {r.results_whole_part_s:.1f} | "
+            f"{r.results_keys_s:.1f} / {r.results_merge_s:.1f} / {r.results_whole_part_s:.1f} / {r.results_driver_s:.1f} | "
             f"{r.results_whole_s:.2f} | {r.results_whole_s / r.epoch_s:.2f} |"
         )
     lines += ["", f"Base compaction: the close appends each epoch's net changes to base.* and compacts a "

@@ -275,6 +275,9 @@ class Settings:
     # (cumulus/engine/results.py; bench/results/publish*.md measures both ways).
     results_touched_share: float = 0.25
     results_touched_min_rows: int = 50_000
+    # A table rewritten whole whose view's maps hold at most this many rows is written from
+    # the driver through PyIceberg, with no Spark job (0: always through Spark).
+    results_driver_rows: int = 100_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

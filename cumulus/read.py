@@ -20,8 +20,7 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ReadError
-from cumulus.store.maps import key_slots, value_slot
-from cumulus.store.rows import scan_arrow
+from cumulus.store.maps import key_slots, read_entries, summed_entries, value_slot
 from cumulus.store.tables import tables_of, tag_name
 
 
@@ -83,37 +82,16 @@ class Reader:
         for slot, value in zip(slots, keys, strict=False):
             if value is not None:
                 expr = And(expr, EqualTo(slot, value))
-        value_column = value_slot(info.type)
-        rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*slots, value_column)).to_arrow()
-        return _summed(rows, slots, value_column, info.type)
+        rows = table.scan(row_filter=expr, snapshot_id=snapshot_id, selected_fields=(*slots, value_slot(info.type)))
+        return summed_entries(rows.to_arrow(), info)
 
     def all_entries(self, at: At = At(), maps: Sequence[str] | None = None):
         """Every map's entries at `at` (or those of `maps`) from one scan of maps.entries: a
         function of the map's name, for reading many maps or views at one snapshot (one
         table load and one scan to plan, not one per map)."""
-        from pyiceberg.expressions import AlwaysTrue, In
-
         table, snapshot_id = self._maps_at(at)
         wanted = self.compilation.checked.maps if maps is None else {m: self._map(m) for m in maps}
-        columns = sorted({c for info in wanted.values() for c in (*key_slots(info), value_slot(info.type))})
-        present = set(table.schema().column_names)
-        scan = table.scan(row_filter=AlwaysTrue() if maps is None else In("map", sorted(wanted)), snapshot_id=snapshot_id,
-                          selected_fields=("map", *(c for c in columns if c in present)))
-        rows = scan_arrow(scan).sort_by("map")  # each map's rows contiguous: a slice
-        names = rows.column("map").to_pylist()
-        bounds: dict[str, list[int]] = {}
-        for i, name in enumerate(names):
-            bounds.setdefault(name, [i, i])[1] = i + 1
-        cache: dict[str, dict[tuple, Any]] = {}
-
-        def entries(name: str) -> dict[tuple, Any]:
-            if name not in cache:
-                info = self._map(name)
-                start, stop = bounds.get(name, (0, 0))
-                cache[name] = _summed(rows.slice(start, stop - start), key_slots(info), value_slot(info.type), info.type)
-            return cache[name]
-
-        return entries
+        return read_entries(table, snapshot_id, wanted, every=maps is None)
 
     def _map(self, name: str):
         info = self.compilation.checked.maps.get(name)
@@ -196,24 +174,6 @@ class Reader:
         if plan is None:
             raise ReadError(f"unknown view {name} (views: {', '.join(self.compilation.views) or 'none'})")
         return plan
-
-
-def _summed(rows, slots: list[str], value_column: str, type_: str) -> dict[tuple, Any]:
-    """A map's rows (Arrow) summed per key, zero sums dropped."""
-    totals: dict[tuple, Any] = {}
-    columns = [rows.column(k).to_pylist() for k in slots]
-    for i, value in enumerate(rows.column(value_column).to_pylist()):
-        key = tuple(c[i] for c in columns)
-        totals[key] = totals.get(key, 0) + value
-    return {k: _typed(v, type_) for k, v in totals.items() if v != 0}
-
-
-def _typed(value, type_: str):
-    from decimal import Decimal
-
-    if type_ == "decimal" and isinstance(value, Decimal):  # DECIMAL(38,6) without its trailing zeros
-        return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
-    return value
 
 
 def _text(value) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,55 @@ def value_slot(type_: str) -> str:
 
 def key_slots(info: MapInfo) -> list[str]:
     return [key_slot(i, t) for i, t in enumerate(info.key_types)]
+
+
+def read_entries(table: Any, snapshot_id: int | None, infos: Mapping[str, MapInfo], *,
+                 every: bool = False) -> Callable[[str], dict[tuple, Any]]:
+    """The entries of the maps `infos` (name -> MapInfo) in maps.entries (a PyIceberg
+    table) at `snapshot_id` (None: main), from one scan: a function of a map's name giving
+    {key tuple: value}, each map summed when first asked for. `every`: the scan reads
+    every map's partition (the caller wants most of them), not those named."""
+    from pyiceberg.expressions import AlwaysTrue, In
+
+    from cumulus.store.rows import scan_arrow
+
+    columns = sorted({c for info in infos.values() for c in (*key_slots(info), value_slot(info.type))})
+    present = set(table.schema().column_names)
+    scan = table.scan(row_filter=AlwaysTrue() if every else In("map", sorted(infos)), snapshot_id=snapshot_id,
+                      selected_fields=("map", *(c for c in columns if c in present)))
+    rows = scan_arrow(scan).sort_by("map")  # each map's rows contiguous: a slice
+    bounds: dict[str, list[int]] = {}
+    for i, name in enumerate(rows.column("map").to_pylist()):
+        bounds.setdefault(name, [i, i])[1] = i + 1
+    cache: dict[str, dict[tuple, Any]] = {}
+
+    def entries(name: str) -> dict[tuple, Any]:
+        if name not in cache:
+            start, stop = bounds.get(name, (0, 0))
+            cache[name] = summed_entries(rows.slice(start, stop - start), infos[name])
+        return cache[name]
+
+    return entries
+
+
+def summed_entries(rows: Any, info: MapInfo) -> dict[tuple, Any]:
+    """A map's delta rows (an Arrow table of its key and value slots) summed per key, the
+    keys whose sum is zero dropped: its entries."""
+    from decimal import Decimal
+
+    slots, value_column = key_slots(info), value_slot(info.type)
+    totals: dict[tuple, Any] = {}
+    columns = [rows.column(k).to_pylist() for k in slots]
+    for i, value in enumerate(rows.column(value_column).to_pylist()):
+        key = tuple(c[i] for c in columns)
+        totals[key] = totals.get(key, 0) + value
+
+    def typed(value: Any) -> Any:  # a DECIMAL(38,6) without its trailing zeros
+        if info.type == "decimal" and isinstance(value, Decimal):
+            return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+        return value
+
+    return {k: typed(v) for k, v in totals.items() if v != 0}
 
 
 def fixed_columns() -> list[tuple[str, str]]:

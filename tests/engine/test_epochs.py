@@ -21,7 +21,7 @@ from cumulus.config import load_settings, with_overrides
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
-from cumulus.engine.results import results_updates
+from cumulus.engine.results import WRITER, results_updates
 from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files
@@ -30,6 +30,7 @@ from cumulus.output import sort_key
 from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.sql.derived import Maintainer
+from cumulus.store.commit import ancestors, table_metadata
 from cumulus.store.home import init_home
 from cumulus.store.ledger import ledger_row
 from cumulus.store.tables import Home, tables_of
@@ -55,6 +56,13 @@ def new_home(root: Path, catalog: str, results: bool = False):
         f"results_tables = {str(results).lower()}\nresults_touched_share = 1.0\nresults_touched_min_rows = 0\n"
     )
     return load_settings(root)
+
+
+def tag_summary(spark, table, epoch: int) -> dict:
+    """The commit summary of a table's snapshot tagged epoch-N."""
+    meta = table_metadata(spark, table)
+    _, summary = next(ancestors(meta, meta["refs"][f"epoch-{epoch}"]["snapshot-id"]))
+    return dict(summary)
 
 
 def cli_json(capsys, *argv: str) -> list[dict]:
@@ -97,7 +105,8 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     alive: dict[str, list[tuple]] = {}
     reader = Reader(settings)
     compacted = 0
-    updates: dict[int, list[str]] = {k: [] for k in range(1, epochs + 1)}  # epoch -> how each results table was written
+    updates: dict[int, dict[str, str]] = {k: {} for k in range(1, epochs + 1)}  # epoch -> view -> how its table was written
+    writers: dict[int, dict[str, str]] = {}  # epoch -> view -> who wrote its table's tagged snapshot
     for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
         rows = stream[lo:hi]
         folder = tmp_path / f"epoch{epoch}"
@@ -147,12 +156,19 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
                 table = tables_of(settings).results(name)
                 got = spark.sql(f"SELECT * FROM {table} VERSION AS OF 'epoch-{epoch}'").collect()
                 assert sorted(map(tuple, got), key=sort_key) == sorted(rows_read[name], key=sort_key), (name, epoch)
-            updates[epoch] = list(results_updates(home, epoch).values())
+            updates[epoch] = results_updates(home, epoch)
+            writers[epoch] = {name: tag_summary(spark, tables_of(settings).results(name), epoch).get(WRITER, "spark")
+                              for name in views}
     assert compacted > 0, "no close compacted a map: the compaction path went untested"
     if results:  # both ways were taken: by the groups an applied epoch touched, and whole
         # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)
-        assert set(updates[1]) == set(updates[3]) == {"whole"}, updates
-        assert "touched" in updates[2] and "whole" in updates[2], updates
+        assert set(updates[1].values()) == set(updates[3].values()) == {"whole"}, updates
+        assert "touched" in updates[2].values() and "whole" in updates[2].values(), updates
+        # new tables are made by Spark; rewritten whole, these small views' come from the driver, but for
+        # those a MERGE left delete files in (epoch 2's touched ones)
+        merged = {v for v, how in updates[2].items() if how == "touched"}
+        assert set(writers[1].values()) == {"spark"}, writers
+        assert {v for v, w in writers[3].items() if w == "spark"} <= merged and "driver" in writers[3].values(), writers
 
 
 @pytest.mark.e2e
