@@ -20,7 +20,7 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ReadError
-from cumulus.store.maps import key_slots, read_entries, summed_entries, value_slot
+from cumulus.store.maps import entries_scan, key_slots, read_entries, summed_entries, value_slot
 from cumulus.store.tables import tables_of, tag_name
 
 
@@ -91,7 +91,7 @@ class Reader:
         table load and one scan to plan, not one per map)."""
         table, snapshot_id = self._maps_at(at)
         wanted = self.compilation.checked.maps if maps is None else {m: self._map(m) for m in maps}
-        return read_entries(table, snapshot_id, wanted, every=maps is None)
+        return read_entries(entries_scan(table, snapshot_id, wanted, every=maps is None), wanted)
 
     def _map(self, name: str):
         info = self.compilation.checked.maps.get(name)

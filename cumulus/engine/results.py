@@ -39,14 +39,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
 from cumulus.store import commit
-from cumulus.store.maps import COMPACTED_THROUGH, group_keys, read_entries
+from cumulus.store.maps import COMPACTED_THROUGH, entries_scan, group_keys, read_entries
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, Home, tag_name
 
 if TYPE_CHECKING:
@@ -236,53 +236,71 @@ def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGr
     return _Written("touched", count, {"merge": time.perf_counter() - started})
 
 
-def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int) -> dict[str, _Written]:
-    """Rewrite whole from the driver (module doc) the results tables of those `views` whose
-    maps hold at most `results_driver_rows` rows at tag epoch-N (counted from the scan's
-    planned files, before any is read), each in one PyIceberg commit, then tag it. A view
-    whose rows do not fit its table's columns as they are is left to Spark (logged)."""
+@dataclass
+class _DriverBatch:
+    """The views whose results tables are rewritten from the driver (module doc), with
+    the planned read of their maps at tag epoch-N."""
+
+    home: Home
+    compiled: Compilation
+    epoch: int
+    views: list[str]
+    scan: Any  # of maps.entries at the tag (entries_scan)
+    tasks: list  # its planned files of these views' maps
+
+    def write(self) -> dict[str, _Written]:
+        """Read the views' maps, then write each table with its tag in one PyIceberg commit;
+        a view whose rows do not fit its table's columns as they are is left out (logged):
+        Spark writes it."""
+        from pyiceberg.table.update.snapshot import ManageSnapshots
+
+        from cumulus.store.catalog import shared_catalog
+
+        started = time.perf_counter()
+        plans = {v: self.compiled.views[v] for v in self.views}
+        entries = read_entries(self.scan, {m: self.compiled.checked.maps[m] for p in plans.values() for m in p.maps},
+                               self.tasks)
+        catalog = shared_catalog(self.home.settings)
+        written: dict[str, _Written] = {}
+        for view, plan in plans.items():
+            table = catalog.load_table(self.home.tables.results(view).pyiceberg)
+            rows = _arrow_rows(table.schema().as_arrow(), view, plan, view_rows(plan, entries))
+            if rows is None:
+                continue
+            with warnings.catch_warnings(), table.transaction() as tx:  # one commit: the rows and the tag
+                warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
+                tx.overwrite(rows, snapshot_properties={UPDATE: "whole", WRITER: "driver", commit.EPOCH: str(self.epoch)})
+                ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(self.epoch)).commit()
+            written[view] = _Written("whole", seconds={"driver": 0.0})
+        if written:  # the batch's time, counted once
+            next(iter(written.values())).seconds["driver"] = time.perf_counter() - started
+        return written
+
+
+def _driver_batch(home: Home, compiled: Compilation, views: list[str], epoch: int) -> _DriverBatch | None:
+    """Of `views` (rewritten whole, their tables there without delete files), those whose
+    maps hold at most `results_driver_rows` rows at tag epoch-N, counted from one plan of
+    their maps' files before any is read; None when none is (or the setting is 0)."""
     limit = home.settings.results_driver_rows
     if not views or limit <= 0:
-        return {}
-    from pyiceberg.expressions import In
-
+        return None
     from cumulus.store.catalog import shared_catalog
 
-    started = time.perf_counter()
-    catalog = shared_catalog(home.settings)
-    maps = catalog.load_table(home.tables.maps.pyiceberg)
+    maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
     tagged = maps.snapshot_by_name(tag_name(epoch))
     if tagged is None:
-        return {}
+        return None
     plans = {v: compiled.views[v] for v in views}
+    scan = entries_scan(maps, tagged.snapshot_id, {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps})
+    tasks = list(scan.plan_files())
     stored: Counter[str] = Counter()  # delta rows per map (maps.entries is partitioned by map)
-    for task in maps.scan(row_filter=In("map", sorted({m for p in plans.values() for m in p.maps})),
-                          snapshot_id=tagged.snapshot_id).plan_files():
+    for task in tasks:
         stored[task.file.partition[0]] += task.file.record_count
     chosen = [v for v, p in plans.items() if sum(stored[m] for m in p.maps) <= limit]
     if not chosen:
-        return {}
-    entries = read_entries(maps, tagged.snapshot_id, {m: compiled.checked.maps[m] for v in chosen
-                                                       for m in plans[v].maps})
-    read_s = time.perf_counter() - started
-    written: dict[str, _Written] = {}
-    for view in chosen:
-        began = time.perf_counter()
-        table = catalog.load_table(home.tables.results(view).pyiceberg)
-        rows = _arrow_rows(table.schema().as_arrow(), view, plans[view], view_rows(plans[view], entries))
-        if rows is None:
-            continue
-        with warnings.catch_warnings():  # (a whole rewrite drops files: no merge-on-read delete to warn of)
-            warnings.simplefilter("ignore")
-            table.overwrite(rows, snapshot_properties={UPDATE: "whole", WRITER: "driver", commit.EPOCH: str(epoch)})
-        name = tag_name(epoch)
-        if name in table.metadata.refs:  # left by a crashed try
-            table.manage_snapshots().remove_tag(name).commit()
-        table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, name).commit()
-        written[view] = _Written("whole", seconds={"driver": time.perf_counter() - began})
-    if written:
-        next(iter(written.values())).seconds["driver"] += read_s
-    return written
+        return None
+    needed = {m for v in chosen for m in plans[v].maps}
+    return _DriverBatch(home, compiled, epoch, chosen, scan, [t for t in tasks if t.file.partition[0] in needed])
 
 
 def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple]) -> pa.Table | None:
@@ -365,12 +383,27 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
     by_touched = {v for v in due if v not in done and _by_touched(home, metas[v], v, since, deltas, touched)}
     try:
-        if mode == "auto":  # small views whose tables are there, without delete files, from the driver
-            done |= _from_driver(home, compiled, [v for v in due if v not in done and v not in by_touched and
-                                                  _no_deletes(metas[v])], epoch)
-        done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], v in by_touched, deltas, groups,
-                                               touched), [v for v in due if v not in done],
-                         home.settings.table_workers, f"epoch {epoch} results")
+        # Small views whose tables are there without delete files: from the driver, in a
+        # thread of its own beside the Spark writes of the others (Python there, the JVM here).
+        batch = _driver_batch(home, compiled, [v for v in due if v not in done and v not in by_touched
+                                               and _no_deletes(metas[v])], epoch) if mode == "auto" else None
+        spark_views = [v for v in due if v not in done and (batch is None or v not in batch.views)]
+
+        def write(task: tuple[str, ...]) -> dict[str, _Written]:
+            if batch is not None and task == tuple(batch.views):
+                return batch.write()
+            view = task[0]
+            return {view: _write_view(home, compiled, view, epoch, metas[view], view in by_touched, deltas, groups,
+                                      touched)}
+
+        tasks = ([tuple(batch.views)] if batch is not None else []) + [(v,) for v in spark_views]
+        for part in for_each(write, tasks, home.settings.table_workers + (batch is not None),
+                             f"epoch {epoch} results").values():
+            done |= part
+        if batch is not None:  # rows that did not fit their table from the driver: through Spark
+            left = [v for v in batch.views if v not in done]
+            done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], False, deltas, groups, touched),
+                             left, home.settings.table_workers, f"epoch {epoch} results")
     finally:
         if deltas is not None:
             deltas.unpersist()

@@ -87,21 +87,25 @@ def key_slots(info: MapInfo) -> list[str]:
     return [key_slot(i, t) for i, t in enumerate(info.key_types)]
 
 
-def read_entries(table: Any, snapshot_id: int | None, infos: Mapping[str, MapInfo], *,
-                 every: bool = False) -> Callable[[str], dict[tuple, Any]]:
-    """The entries of the maps `infos` (name -> MapInfo) in maps.entries (a PyIceberg
-    table) at `snapshot_id` (None: main), from one scan: a function of a map's name giving
-    {key tuple: value}, each map summed when first asked for. `every`: the scan reads
-    every map's partition (the caller wants most of them), not those named."""
+def entries_scan(table: Any, snapshot_id: int | None, infos: Mapping[str, MapInfo], *, every: bool = False) -> Any:
+    """A PyIceberg scan of maps.entries (a PyIceberg table) at `snapshot_id` (None: main)
+    reading the key and value slots of the maps `infos` (name -> MapInfo): their
+    partitions, or every map's (`every`: the caller wants most of them)."""
     from pyiceberg.expressions import AlwaysTrue, In
-
-    from cumulus.store.rows import scan_arrow
 
     columns = sorted({c for info in infos.values() for c in (*key_slots(info), value_slot(info.type))})
     present = set(table.schema().column_names)
-    scan = table.scan(row_filter=AlwaysTrue() if every else In("map", sorted(infos)), snapshot_id=snapshot_id,
+    return table.scan(row_filter=AlwaysTrue() if every else In("map", sorted(infos)), snapshot_id=snapshot_id,
                       selected_fields=("map", *(c for c in columns if c in present)))
-    rows = scan_arrow(scan).sort_by("map")  # each map's rows contiguous: a slice
+
+
+def read_entries(scan: Any, infos: Mapping[str, MapInfo], tasks: list | None = None) -> Callable[[str], dict[tuple, Any]]:
+    """The entries of the maps `infos` read by one `entries_scan` (`tasks`: those of its
+    planned files to read, when the caller planned them): a function of a map's name
+    giving {key tuple: value}, each map summed when first asked for."""
+    from cumulus.store.rows import scan_arrow
+
+    rows = scan_arrow(scan, tasks).sort_by("map")  # each map's rows contiguous: a slice
     bounds: dict[str, list[int]] = {}
     for i, name in enumerate(rows.column("map").to_pylist()):
         bounds.setdefault(name, [i, i])[1] = i + 1
