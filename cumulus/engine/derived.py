@@ -38,6 +38,7 @@ from cumulus.engine.evaluate import (
 )
 from cumulus.parallel import for_each
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
+from cumulus.store.commit import table_metadata, total_records
 from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
 from cumulus.store.tables import Home
 
@@ -48,6 +49,10 @@ log = logging.getLogger("cumulus.derived")
 
 _VIEWS = itertools.count(1)
 DERIVED = "derived"  # the kind of a close's derived-relations commit in cumulus.applies
+# A close's derived step materializes the maps' state once where maps.entries holds at
+# most this many rows (a test home: 34 s less for tests/engine/test_full_refresh.py's
+# epochs); above, each relation reads its maps' partitions where it uses them.
+MATERIALIZED_STATE_ROWS = 1_000_000
 
 
 def relation_rows(plan: BatchPlan, name: str, state: DataFrame, groups: Restriction | None = None) -> DataFrame:
@@ -132,7 +137,7 @@ def _relation_deltas(plan: BatchPlan, name: str, before: DataFrame, state: DataF
 
 
 def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
-                   changed: DataFrame | None = None, workers: int = 1) -> DataFrame | None:
+                   changed: DataFrame | None = None, workers: int = 1, materialize: bool = True) -> DataFrame | None:
     """The deltas of every map from the derived relations' change between the maps'
     state `before` and `after` (rows shaped as maps.entries'); None when none changed
     or the plan has no derived relation. `after` must hold every base event. `changed`:
@@ -142,13 +147,19 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     derived relations before it touched, not over all of its groups: the close's cost
     follows the entries the epoch touched, not the relation's size. The relations of a
     round (`rounds`) run `workers` at a time (Spark jobs from several threads: each
-    relation's are a few small ones, mostly scheduling)."""
+    relation's are a few small ones, mostly scheduling). `materialize`: the states are
+    materialized once (frames computed by earlier steps, a rebuild's); else they are read
+    as they are at each use, which for scans of maps.entries (a close's) reads each map's
+    partition alone: a relation then reads its own maps' files, not a copy of every
+    map the derived relations need (79-80 GB per epoch over the corpus at SF 0.1)."""
     from pyspark.sql import functions as F
 
     # Only the maps the derived relations' views and triggers read, each state read once.
     needed = list(dict.fromkeys(m for name, view in plan.derived.items()
                                 for m in (*view.maps, *plan.reads.get(name, ()))))
-    before, after = (without_statistics(s.where(F.col("map").isin(needed))) for s in (before, after))
+    before, after = (s.where(F.col("map").isin(needed)) for s in (before, after))
+    if materialize:
+        before, after = without_statistics(before), without_statistics(after)
     changes = None if changed is None else without_statistics(unversioned(changed.where(F.col("map").isin(needed))))
     parts: list[DataFrame] = []
     state = after
@@ -183,9 +194,16 @@ def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
     )
     deltas = None
     if batch_commit(home, record.batch_id) is None:
-        rows = home.spark.table(home.tables.maps)
+        # One snapshot of maps.entries for every read of the step. A small state is
+        # materialized once (each read of a scan costs its planning, more than the rows);
+        # a large one is read where it is used, each read pruned to the maps it names.
+        meta = table_metadata(home.spark, home.tables.maps)
+        snapshot = meta.get("current-snapshot-id")
+        rows = home.spark.table(home.tables.maps) if snapshot in (None, -1) else (
+            home.spark.read.format("iceberg").option("snapshot-id", snapshot).load(str(home.tables.maps)))
         deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
-                                rows.where(F.col("epoch") == epoch), workers=home.settings.table_workers)
+                                rows.where(F.col("epoch") == epoch), workers=home.settings.table_workers,
+                                materialize=total_records(meta) <= MATERIALIZED_STATE_ROWS)
     record_written(record, write_deltas(home, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)
     record.status = "done"

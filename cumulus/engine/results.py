@@ -21,9 +21,9 @@ A view's table moves from the epoch M it shows to N in one commit, one of two wa
   `results_driver_rows` rows at the tag is rewritten from the driver, with no Spark job:
   one PyIceberg scan reads the maps of all such views, the read API's view semantics
   (`view_rows`, held equal to view_sql by tests/sqlreads/test_view_sql.py) make each
-  view's rows, and PyIceberg writes and tags its table (a Spark query, write and tag
-  cost 0.3-0.9 s per table; this about 0.05 s). The rest go through Spark, a few tables
-  at once (`table_workers`).
+  view's rows, and PyIceberg writes and tags its table in one commit (a Spark query,
+  write and tag cost 0.3-0.9 s per table; this about 0.1 s). The rest go through Spark
+  afterwards, a few tables at once (`table_workers`).
 
 A marker table's property (`results._published`) records the epoch every table shows,
 written after all of them: a crash between is mended by the next publish or close, and a
@@ -383,27 +383,16 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
     by_touched = {v for v in due if v not in done and _by_touched(home, metas[v], v, since, deltas, touched)}
     try:
-        # Small views whose tables are there without delete files: from the driver, in a
-        # thread of its own beside the Spark writes of the others (Python there, the JVM here).
+        # Small views whose tables are there without delete files: from the driver, first
+        # (a thread of its own beside Spark's writes measured slower: its Python holds the
+        # GIL that py4j's calls wait for). Rows that do not fit their table: through Spark.
         batch = _driver_batch(home, compiled, [v for v in due if v not in done and v not in by_touched
                                                and _no_deletes(metas[v])], epoch) if mode == "auto" else None
-        spark_views = [v for v in due if v not in done and (batch is None or v not in batch.views)]
-
-        def write(task: tuple[str, ...]) -> dict[str, _Written]:
-            if batch is not None and task == tuple(batch.views):
-                return batch.write()
-            view = task[0]
-            return {view: _write_view(home, compiled, view, epoch, metas[view], view in by_touched, deltas, groups,
-                                      touched)}
-
-        tasks = ([tuple(batch.views)] if batch is not None else []) + [(v,) for v in spark_views]
-        for part in for_each(write, tasks, home.settings.table_workers + (batch is not None),
-                             f"epoch {epoch} results").values():
-            done |= part
-        if batch is not None:  # rows that did not fit their table from the driver: through Spark
-            left = [v for v in batch.views if v not in done]
-            done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], False, deltas, groups, touched),
-                             left, home.settings.table_workers, f"epoch {epoch} results")
+        if batch is not None:
+            done |= batch.write()
+        done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], v in by_touched, deltas, groups,
+                                               touched), [v for v in due if v not in done],
+                         home.settings.table_workers, f"epoch {epoch} results")
     finally:
         if deltas is not None:
             deltas.unpersist()
