@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
@@ -236,71 +236,48 @@ def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGr
     return _Written("touched", count, {"merge": time.perf_counter() - started})
 
 
-@dataclass
-class _DriverBatch:
-    """The views whose results tables are rewritten from the driver (module doc), with
-    the planned read of their maps at tag epoch-N."""
-
-    home: Home
-    compiled: Compilation
-    epoch: int
-    views: list[str]
-    scan: Any  # of maps.entries at the tag (entries_scan)
-    tasks: list  # its planned files of these views' maps
-
-    def write(self) -> dict[str, _Written]:
-        """Read the views' maps, then write each table with its tag in one PyIceberg commit;
-        a view whose rows do not fit its table's columns as they are is left out (logged):
-        Spark writes it."""
-        from pyiceberg.table.update.snapshot import ManageSnapshots
-
-        from cumulus.store.catalog import shared_catalog
-
-        started = time.perf_counter()
-        plans = {v: self.compiled.views[v] for v in self.views}
-        entries = read_entries(self.scan, {m: self.compiled.checked.maps[m] for p in plans.values() for m in p.maps},
-                               self.tasks)
-        catalog = shared_catalog(self.home.settings)
-        written: dict[str, _Written] = {}
-        for view, plan in plans.items():
-            table = catalog.load_table(self.home.tables.results(view).pyiceberg)
-            rows = _arrow_rows(table.schema().as_arrow(), view, plan, view_rows(plan, entries))
-            if rows is None:
-                continue
-            with warnings.catch_warnings(), table.transaction() as tx:  # one commit: the rows and the tag
-                warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
-                tx.overwrite(rows, snapshot_properties={UPDATE: "whole", WRITER: "driver", commit.EPOCH: str(self.epoch)})
-                ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(self.epoch)).commit()
-            written[view] = _Written("whole", seconds={"driver": 0.0})
-        if written:  # the batch's time, counted once
-            next(iter(written.values())).seconds["driver"] = time.perf_counter() - started
-        return written
-
-
-def _driver_batch(home: Home, compiled: Compilation, views: list[str], epoch: int) -> _DriverBatch | None:
-    """Of `views` (rewritten whole, their tables there without delete files), those whose
-    maps hold at most `results_driver_rows` rows at tag epoch-N, counted from one plan of
-    their maps' files before any is read; None when none is (or the setting is 0)."""
+def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int) -> dict[str, _Written]:
+    """Rewrite from the driver (module doc) the results tables of those `views` (rewritten
+    whole, their tables there without delete files) whose maps hold at most
+    `results_driver_rows` rows at tag epoch-N, counted from one plan of their maps' files
+    before any is read; each table with its tag in one PyIceberg commit. A view whose
+    rows do not fit its table's columns as they are is left out (logged): Spark writes it."""
     limit = home.settings.results_driver_rows
     if not views or limit <= 0:
-        return None
+        return {}
+    from pyiceberg.table.update.snapshot import ManageSnapshots
+
     from cumulus.store.catalog import shared_catalog
 
-    maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
+    started = time.perf_counter()
+    catalog = shared_catalog(home.settings)
+    maps = catalog.load_table(home.tables.maps.pyiceberg)
     tagged = maps.snapshot_by_name(tag_name(epoch))
     if tagged is None:
-        return None
+        return {}
     plans = {v: compiled.views[v] for v in views}
     scan = entries_scan(maps, tagged.snapshot_id, {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps})
     tasks = list(scan.plan_files())
     stored: Counter[str] = Counter()  # delta rows per map (maps.entries is partitioned by map)
     for task in tasks:
         stored[task.file.partition[0]] += task.file.record_count
-    chosen = [v for v, p in plans.items() if sum(stored[m] for m in p.maps) <= limit]
-    if not chosen:
-        return None
-    needed = {m for v in chosen for m in plans[v].maps}
-    return _DriverBatch(home, compiled, epoch, chosen, scan, [t for t in tasks if t.file.partition[0] in needed])
+    plans = {v: p for v, p in plans.items() if sum(stored[m] for m in p.maps) <= limit}
+    needed = {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps}
+    entries = read_entries(scan, needed, [t for t in tasks if t.file.partition[0] in needed])
+    written: dict[str, _Written] = {}
+    for view, plan in plans.items():
+        table = catalog.load_table(home.tables.results(view).pyiceberg)
+        rows = _arrow_rows(table.schema().as_arrow(), view, plan, view_rows(plan, entries))
+        if rows is None:
+            continue
+        with warnings.catch_warnings(), table.transaction() as tx:  # one commit: the rows and the tag
+            warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
+            tx.overwrite(rows, snapshot_properties={UPDATE: "whole", WRITER: "driver", commit.EPOCH: str(epoch)})
+            ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(epoch)).commit()
+        written[view] = _Written("whole", seconds={"driver": 0.0})
+    if written:  # the batch's time, counted once
+        next(iter(written.values())).seconds["driver"] = time.perf_counter() - started
+    return written
 
 
 def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple]) -> pa.Table | None:
@@ -386,10 +363,9 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
         # Small views whose tables are there without delete files: from the driver, first
         # (a thread of its own beside Spark's writes measured slower: its Python holds the
         # GIL that py4j's calls wait for). Rows that do not fit their table: through Spark.
-        batch = _driver_batch(home, compiled, [v for v in due if v not in done and v not in by_touched
-                                               and _no_deletes(metas[v])], epoch) if mode == "auto" else None
-        if batch is not None:
-            done |= batch.write()
+        if mode == "auto":
+            done |= _from_driver(home, compiled, [v for v in due if v not in done and v not in by_touched
+                                                  and _no_deletes(metas[v])], epoch)
         done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], v in by_touched, deltas, groups,
                                                touched), [v for v in due if v not in done],
                          home.settings.table_workers, f"epoch {epoch} results")
