@@ -278,6 +278,10 @@ class Settings:
     # A table rewritten whole whose view's maps hold at most this many rows is written from
     # the driver through PyIceberg, with no Spark job (0: always through Spark).
     results_driver_rows: int = 100_000
+    # Any other table (without a MERGE's delete files) that holds at most this many rows is
+    # written from the driver too, with the rows Spark's query gives, collected as Arrow:
+    # rewritten whole, or its touched groups' rows in place of theirs (0: Spark writes it).
+    results_collect_rows: int = 2_000_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

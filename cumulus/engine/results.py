@@ -23,7 +23,9 @@ A view's table moves from the epoch M it shows to N in one commit, one of two wa
   (`view_rows`, held equal to view_sql by tests/sqlreads/test_view_sql.py) make each
   view's rows, and PyIceberg writes and tags its table in one commit (a Spark query,
   write and tag cost 0.3-0.9 s per table; this about 0.1 s). The rest go through Spark
-  afterwards, a few tables at once (`table_workers`).
+  afterwards, a few tables at once (`table_workers`); of those, a table (without delete
+  files) that holds at most `results_driver_rows` rows gets the rows Spark's query
+  gives, collected, and is written and tagged from the driver the same way.
 
 A marker table's property (`results._published`) records the epoch every table shows,
 written after all of them: a crash between is mended by the next publish or close, and a
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
+from cumulus.spark.local import collected_arrow
 from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
 from cumulus.store import commit
@@ -57,7 +60,8 @@ log = logging.getLogger("cumulus.results")
 
 _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch every results table shows
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
-WRITER = "cumulus.results-writer"  # and, of a whole rewrite from the driver, "driver" (else Spark's)
+WRITER = "cumulus.results-writer"  # of a whole rewrite from the driver: who made its rows (else Spark wrote it)
+DRIVER, COLLECTED = "driver", "spark-collected"  # the driver (view_rows over the maps), or Spark's query
 
 
 def results_epoch(home: Home) -> int:
@@ -121,6 +125,13 @@ def _no_deletes(meta: Mapping[str, object] | None) -> bool:
     return summary is not None and not int(summary.get("total-delete-files", 0))
 
 
+def _float_groups(meta: Mapping[str, object], outputs: tuple[str, ...]) -> bool:
+    """Whether a results table has a float column among a view's group columns (the driver
+    cannot find its groups as Spark's `<=>` does: _without_groups)."""
+    schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
+    return any(f["type"] in ("float", "double") for f in schema["fields"] if f["name"] in outputs)
+
+
 def _live_rows(meta: Mapping[str, object]) -> int:
     summary = next(iter(commit.summaries_back(meta)), {})
     return int(summary.get("total-records", 0)) - int(summary.get("total-position-deletes", 0))
@@ -163,7 +174,9 @@ class _Written:
 
     how: str  # touched | whole | kept
     groups: int = 0  # touched groups
-    seconds: dict[str, float] = field(default_factory=dict)  # keys, merge, whole
+    seconds: dict[str, float] = field(default_factory=dict)  # merge, whole, driver, collect
+    rows: pa.Table | None = None  # rows Spark's query gave, for the driver to write: every row, or the touched groups'
+    keys: pa.Table | None = None  # ... and of a touched update, those groups' keys (`__g<i>`)
 
 
 def _metadata(home: Home, view: str) -> Mapping[str, object] | None:
@@ -187,16 +200,21 @@ def _by_touched(home: Home, meta: Mapping[str, object] | None, view: str, since:
 
 def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: Mapping[str, object] | None,
                 by_touched: bool, deltas: DataFrame | None, groups: Mapping[str, ViewGroups],
-                touched: Mapping[str, int]) -> _Written:
+                touched: Mapping[str, int], collect: bool = False) -> _Written:
     """Bring results.<view> to `epoch` through Spark (module doc) and tag it: by its touched
     groups (`by_touched`: `groups`, the group columns of each view that may be updated by
     its groups, `view_groups`; `touched`, how many of them have delta rows in `deltas`),
-    else rewritten whole."""
+    else rewritten whole. `collect`: Spark's query only, its rows (and keys) returned for
+    the driver to write and tag (`_commit_collected`)."""
     from pyspark.sql import functions as F
 
     table = home.tables.results(view)
     if by_touched:
-        written = _update_touched(home, compiled, view, groups[view], deltas, touched[view], epoch)
+        written = _update_touched(home, compiled, view, groups[view], deltas, touched[view], epoch, collect)
+    elif collect:
+        started = time.perf_counter()
+        rows = collected_arrow(home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False)))
+        return _Written("whole", seconds={"collect": time.perf_counter() - started}, rows=rows)
     else:
         started = time.perf_counter()
         frame = home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False))
@@ -209,14 +227,16 @@ def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: 
                 writer = writer.tableProperty(name, value)
             writer.createOrReplace()
         written = _Written("whole", seconds={"whole": time.perf_counter() - started})
-    home.spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+    if written.rows is None:  # (the driver tags what it writes)
+        home.spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
     return written
 
 
 def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGroups,
-                    deltas: DataFrame, count: int, epoch: int) -> _Written:
+                    deltas: DataFrame, count: int, epoch: int, collect: bool) -> _Written:
     """Update results.<view> by the `count` groups whose entries have delta rows in
-    `deltas` (none: nothing to write)."""
+    `deltas` (none: nothing to write), by a MERGE, or (`collect`) return those groups'
+    keys and rows for the driver to write."""
     outputs, slots = groups
     if not count:
         return _Written("touched")
@@ -226,14 +246,87 @@ def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGr
         name = f"__touched_{abs(hash(view)):x}"  # a temporary view of this view's (several run at once)
         keys.createOrReplaceTempView(name)
         restriction = Restriction(f"`{name}`", slots)
-        sql = view_sql(compiled, view, epoch, catalog=home.catalog, order=False, groups=restriction)
-        with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-            _merge(home.spark, home.tables.results(view), name, home.spark.sql(sql), outputs)
+        rows = home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False, groups=restriction))
+        if collect:
+            written = _Written("touched", count, rows=collected_arrow(rows), keys=collected_arrow(keys))
+            written.seconds["collect"] = time.perf_counter() - started
+        else:
+            with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
+                _merge(home.spark, home.tables.results(view), name, rows, outputs)
+            home.spark.catalog.dropTempView(f"{name}_rows")
+            written = _Written("touched", count, {"merge": time.perf_counter() - started})
         home.spark.catalog.dropTempView(name)
-        home.spark.catalog.dropTempView(f"{name}_rows")
     finally:
         keys.unpersist()
-    return _Written("touched", count, {"merge": time.perf_counter() - started})
+    return written
+
+
+def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Written,
+                      groups: ViewGroups | None, epoch: int) -> bool:
+    """Write and tag from the driver, in one PyIceberg commit, the rows Spark's query gave
+    for results.<view> (`written`, from _write_view): the whole table, or, of a touched
+    update, the table's rows of other groups than the touched ones (read back) and the
+    touched groups' rows. False (nothing written, logged) when they do not fit its
+    columns as they are."""
+    import pyarrow as pa
+
+    from cumulus.store.catalog import shared_catalog
+
+    table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
+    schema = table.schema().as_arrow()
+    rows = _fitted(schema, view, compiled.views[view], written.rows)
+    if rows is not None and written.keys is not None:
+        assert groups is not None
+        kept = _without_groups(table.scan().to_arrow().cast(schema), groups[0], written.keys, view)
+        rows = None if kept is None else pa.concat_tables([kept, rows])
+    if rows is None:
+        return False
+    _commit(table, rows, epoch, written.how, COLLECTED)
+    return True
+
+
+def _without_groups(current: pa.Table, outputs: tuple[str, ...], keys: pa.Table, view: str) -> pa.Table | None:
+    """The rows of `current` whose group (the `outputs` columns, one per group index) is
+    none of `keys`' (`__g<i>`), compared as the MERGE's `<=>` does: a NULL part equals a
+    NULL. A part is held as (is NULL, value or a filler) and the two joined on those
+    columns (Arrow's hash join never matches a NULL). None (logged) for a float group
+    column (-0.0 and NaN compare otherwise in Spark) or a key its column cannot hold."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    probe, found = {}, {}
+    for i, column in enumerate(outputs):
+        type_ = current.schema.field(column).type
+        filler = _filler(type_)
+        try:
+            key = keys.column(f"__g{i}").cast(type_)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            log.warning("results.%s: a touched key does not fit column %s (%s): written by Spark", view, column, e)
+            return None
+        if filler is None:
+            log.info("results.%s: group column %s of type %s: written by Spark", view, column, type_)
+            return None
+        for side, values in ((probe, current.column(column)), (found, key)):
+            side[f"__cumulus_null{i}"] = pc.is_null(values)
+            side[f"__cumulus_value{i}"] = pc.fill_null(values, filler)
+    joined = pa.table({**{c: current.column(c) for c in current.column_names}, **probe})
+    return joined.join(pa.table(found), keys=list(found), join_type="left anti").select(current.column_names)
+
+
+def _filler(type_: pa.DataType) -> pa.Scalar | None:
+    """A value of `type_` to stand for NULL in a join key (beside its is-NULL flag); None
+    for a type whose equality is not Spark's (floats) or that a key is never of."""
+    import datetime
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    for is_type, value in ((pa.types.is_string, ""), (pa.types.is_large_string, ""), (pa.types.is_boolean, False),
+                           (pa.types.is_integer, 0), (pa.types.is_decimal, Decimal(0)),
+                           (pa.types.is_date32, datetime.date(1970, 1, 1))):
+        if is_type(type_):
+            return pa.scalar(value, type_)
+    return None
 
 
 def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int) -> dict[str, _Written]:
@@ -245,13 +338,10 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
     limit = home.settings.results_driver_rows
     if not views or limit <= 0:
         return {}
-    from pyiceberg.table.update.snapshot import ManageSnapshots
-
     from cumulus.store.catalog import shared_catalog
 
     started = time.perf_counter()
-    catalog = shared_catalog(home.settings)
-    maps = catalog.load_table(home.tables.maps.pyiceberg)
+    maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
     tagged = maps.snapshot_by_name(tag_name(epoch))
     if tagged is None:
         return {}
@@ -266,18 +356,35 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
     entries = read_entries(scan, needed, [t for t in tasks if t.file.partition[0] in needed])
     written: dict[str, _Written] = {}
     for view, plan in plans.items():
-        table = catalog.load_table(home.tables.results(view).pyiceberg)
-        rows = _arrow_rows(table.schema().as_arrow(), view, plan, view_rows(plan, entries))
-        if rows is None:
-            continue
-        with warnings.catch_warnings(), table.transaction() as tx:  # one commit: the rows and the tag
-            warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
-            tx.overwrite(rows, snapshot_properties={UPDATE: "whole", WRITER: "driver", commit.EPOCH: str(epoch)})
-            ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(epoch)).commit()
-        written[view] = _Written("whole", seconds={"driver": 0.0})
+        if _commit_rows(home, view, plan, view_rows(plan, entries), epoch):
+            written[view] = _Written("whole", seconds={"driver": 0.0})
     if written:  # the batch's time, counted once
         next(iter(written.values())).seconds["driver"] = time.perf_counter() - started
     return written
+
+
+def _commit_rows(home: Home, view: str, plan: ViewPlan, rows: list[tuple], epoch: int) -> bool:
+    """Rewrite results.<view> whole with `rows` (the view's rows at tag epoch-N, from
+    view_rows) and tag it, in one PyIceberg commit from the driver; False (nothing
+    written, logged) when the rows do not fit the table's columns as they are."""
+    from cumulus.store.catalog import shared_catalog
+
+    table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
+    arrow = _arrow_rows(table.schema().as_arrow(), view, plan, rows)
+    if arrow is None:
+        return False
+    _commit(table, arrow, epoch, "whole", DRIVER)
+    return True
+
+
+def _commit(table, rows: pa.Table, epoch: int, how: str, writer: str) -> None:
+    """Replace every row of the PyIceberg `table` by `rows` and tag it epoch-N, in one commit."""
+    from pyiceberg.table.update.snapshot import ManageSnapshots
+
+    with warnings.catch_warnings(), table.transaction() as tx:
+        warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
+        tx.overwrite(rows, snapshot_properties={UPDATE: how, WRITER: writer, commit.EPOCH: str(epoch)})
+        ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(epoch)).commit()
 
 
 def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple]) -> pa.Table | None:
@@ -289,6 +396,9 @@ def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple])
         log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view,
                  ", ".join(schema.names), ", ".join(plan.column_names))
         return None
+    if any(pa.types.is_timestamp(f.type) for f in schema):  # (PySpark's rows give them in the process's zone)
+        log.info("results.%s: a timestamp column: written by Spark", view)
+        return None
     try:
         columns = [pa.array([r[i] for r in rows], type=field.type) for i, field in enumerate(schema)]
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
@@ -296,6 +406,28 @@ def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple])
                     view, e)
         return None
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _fitted(schema: pa.Schema, view: str, plan: ViewPlan, rows: pa.Table) -> pa.Table | None:
+    """Spark's rows of a view as an Arrow table of its results table's columns; None
+    (logged) when they are not those columns with those types (a view added again with
+    others: Spark makes the table again) or a NULL would go in a required column."""
+    import pyarrow as pa
+
+    def plain(type_: pa.DataType) -> pa.DataType:  # (PyIceberg reads and writes strings as large ones)
+        return pa.string() if pa.types.is_large_string(type_) else type_
+
+    if (list(schema.names) != list(plan.column_names) or rows.num_columns != len(schema)
+            or [plain(t) for t in rows.schema.types] != [plain(t) for t in schema.types]):
+        log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view, schema,
+                 rows.schema)
+        return None
+    try:
+        return rows.rename_columns(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:  # (a NULL: required)
+        log.warning("results.%s: a row does not fit the table's columns from the driver (%s): written by Spark",
+                    view, e)
+        return None
 
 
 def _touched_counts(deltas: DataFrame, groups: Mapping[str, ViewGroups]) -> dict[str, int]:
@@ -366,9 +498,28 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
         if mode == "auto":
             done |= _from_driver(home, compiled, [v for v in due if v not in done and v not in by_touched
                                                   and _no_deletes(metas[v])], epoch)
-        done |= for_each(lambda v: _write_view(home, compiled, v, epoch, metas[v], v in by_touched, deltas, groups,
-                                               touched), [v for v in due if v not in done],
-                         home.settings.table_workers, f"epoch {epoch} results")
+
+        # Then Spark, table_workers tables at once; of a table the driver can write (no
+        # delete files, at most results_collect_rows rows), Spark's query alone: the driver
+        # writes and tags it after them.
+        def write(view: str) -> _Written:
+            meta = metas[view]
+            collect = (mode == "auto" and _no_deletes(meta) and _live_rows(meta) <= home.settings.results_collect_rows
+                       and not (view in by_touched and _float_groups(meta, groups[view][0])))
+            return _write_view(home, compiled, view, epoch, meta, view in by_touched, deltas, groups, touched, collect)
+
+        done |= for_each(write, [v for v in due if v not in done], home.settings.table_workers,
+                         f"epoch {epoch} results")
+        for view, w in done.items():  # the driver's commits one at a time: one writer of the catalog at once
+            if w.rows is None:
+                continue
+            started_commit = time.perf_counter()
+            if _commit_collected(home, compiled, view, w, groups.get(view), epoch):
+                w.seconds["collect"] += time.perf_counter() - started_commit
+                w.rows = w.keys = None
+            else:  # through Spark after all
+                done[view] = _write_view(home, compiled, view, epoch, metas[view], view in by_touched, deltas,
+                                         groups, touched)
     finally:
         if deltas is not None:
             deltas.unpersist()
@@ -383,12 +534,17 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     home.spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
     counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "kept")}
     seconds["total"] = time.perf_counter() - started
-    drivers = sum("driver" in w.seconds for w in done.values())
-    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s, rows and MERGE "
-             "%.1f s), %d rewritten whole (%d from the driver in %.1f s, %d by Spark in %.1f s), %d kept", epoch,
-             len(how), seconds["total"], counts["touched"], touched_rows, seconds["keys"], seconds["merge"],
-             counts["whole"], drivers, seconds["driver"], counts["whole"] - drivers, seconds["whole"], counts["kept"],
-             extra={"results_seconds": dict(seconds)})
+
+    def tables(kind: str, part: str) -> int:  # how many tables of a kind had a part
+        return sum(w.how == kind and part in w.seconds for w in done.values())
+
+    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s; %d by a MERGE in "
+             "%.1f s, %d from the driver), %d rewritten whole (%d from the driver's rows in %.1f s, %d by Spark in "
+             "%.1f s, %d from the driver), written from the driver after Spark's queries in %.1f s; %d kept", epoch,
+             len(how), seconds["total"], counts["touched"], touched_rows, seconds["keys"], tables("touched", "merge"),
+             seconds["merge"], tables("touched", "collect"), counts["whole"], tables("whole", "driver"),
+             seconds["driver"], tables("whole", "whole"), seconds["whole"], tables("whole", "collect"),
+             seconds["collect"], counts["kept"], extra={"results_seconds": dict(seconds)})
     return how
 
 

@@ -9,14 +9,18 @@
     max_error_rate = 0.1        # optional, overrides [ingest]
 
 A source's priority is its place in the version order (epoch, source_id, seq): it is
-fixed once declared, like the paper's coordinator id.
+fixed once declared, like the paper's coordinator id. Unlike the rest of cumulus.toml
+(config.Settings, read once), these two tables are read whenever sources are asked for:
+`source add` and `source remove` change them while engines and workers run.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cumulus.config import CONFIG_FILE, Settings, read_toml
 from cumulus.errors import ConfigError, NoSuchSourceError
@@ -40,8 +44,9 @@ def config_path(settings: Settings) -> Path:
     return settings.home / CONFIG_FILE
 
 
-def default_max_error_rate(settings: Settings) -> float:
-    table = read_toml(config_path(settings)).get("ingest", {})
+def default_max_error_rate(settings: Settings, config: Mapping[str, Any] | None = None) -> float:
+    """[ingest] max_error_rate of cumulus.toml (`config`: the file as load_sources read it)."""
+    table = (read_toml(config_path(settings)) if config is None else config).get("ingest", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{config_path(settings)}: [ingest] must be a table")
     unknown = sorted(set(table) - INGEST_KEYS)
@@ -56,10 +61,11 @@ def default_max_error_rate(settings: Settings) -> float:
 def load_sources(settings: Settings) -> dict[str, Source]:
     """Every declared source, by name; checks names, priorities and settings."""
     path = config_path(settings)
-    table = read_toml(path).get("sources", {})
+    config = read_toml(path)  # once: [sources] and [ingest]
+    table = config.get("sources", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: `sources` must be a table of [sources.NAME] tables")
-    default_rate = default_max_error_rate(settings)
+    default_rate = default_max_error_rate(settings, config)
     sources: dict[str, Source] = {}
     by_priority: dict[int, str] = {}
     for name, spec in table.items():

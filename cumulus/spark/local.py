@@ -1,6 +1,7 @@
 """Rows the driver holds, as a DataFrame (`local_frame`): what the store and the steps
 write from Python (manifest entries, records, ledger rows) and the small lists they join
-with (a batch's files, the tuples a batch deletes).
+with (a batch's files, the tuples a batch deletes); and a DataFrame's rows in the driver,
+as Arrow (`collected_arrow`).
 
 Spark's `createDataFrame` of a Python list makes an RDD of pickled rows that a Python
 worker reads again for every job that uses the frame: 0.2 s and a Python process's CPU
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -38,3 +40,15 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence], schema: str | Str
         return spark.createDataFrame(list(rows), struct)
     columns = {f"c{i}": pd.Series([row[i] for row in rows], dtype=object) for i in range(len(struct.fields))}
     return spark.createDataFrame(pd.DataFrame(columns, index=range(len(rows))), struct)
+
+
+def collected_arrow(frame: DataFrame) -> pa.Table:
+    """A DataFrame's rows in the driver as one Arrow table of its types (decimals as
+    decimal128, dates as date32, timestamps in the session's zone), through Spark's Arrow
+    collect, which toPandas uses: no row is pickled, so a few hundred thousand rows cost
+    what their bytes do."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = frame._collect_as_arrow()  # (PySpark 3.5's; toArrow() is 4.0's)
+    return pa.Table.from_batches(batches) if batches else to_arrow_schema(frame.schema).empty_table()

@@ -22,7 +22,7 @@ from cumulus.engine import derived
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
-from cumulus.engine.results import WRITER, results_updates
+from cumulus.engine.results import COLLECTED, DRIVER, WRITER, results_updates
 from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files
@@ -108,6 +108,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     compacted = 0
     updates: dict[int, dict[str, str]] = {k: {} for k in range(1, epochs + 1)}  # epoch -> view -> how its table was written
     writers: dict[int, dict[str, str]] = {}  # epoch -> view -> who wrote its table's tagged snapshot
+    rows_read: dict[str, list[tuple]] = {}  # view -> its rows at the last epoch's tag
     for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
         rows = stream[lo:hi]
         folder = tmp_path / f"epoch{epoch}"
@@ -115,7 +116,14 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         others = {r.name for r in schema.relations} - SOURCE_A
         ingest_files(home, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
-        metrics = close_epoch(Home(spark, with_overrides(settings, epoch_mode=mode)), plan, epoch)
+        overrides = {"epoch_mode": mode}
+        if results and epoch == 2:  # tables of at most the median view's rows from the driver, the rest by Spark
+            sizes = sorted(len(r) for r in rows_read.values())
+            overrides["results_collect_rows"] = sizes[len(sizes) // 2]
+        if results and epoch == 3:  # as many rows through the driver as the largest view's: a view whose
+            # maps hold more is computed by Spark, its rows written from the driver; the rest from the driver
+            overrides["results_driver_rows"] = max(len(r) for r in rows_read.values())
+        metrics = close_epoch(Home(spark, with_overrides(settings, **overrides)), plan, epoch)
         assert ledger_row(spark, settings, epoch).state == "closed"
         assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
         if mode == "auto":
@@ -165,11 +173,16 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)
         assert set(updates[1].values()) == set(updates[3].values()) == {"whole"}, updates
         assert "touched" in updates[2].values() and "whole" in updates[2].values(), updates
-        # new tables are made by Spark; rewritten whole, these small views' come from the driver, but for
-        # those a MERGE left delete files in (epoch 2's touched ones)
-        merged = {v for v, how in updates[2].items() if how == "touched"}
+        # new tables are made by Spark; epoch 2's touched groups are written from the driver (Spark's rows of
+        # them and the table's others) or by a MERGE; rewritten whole, tables come from the driver (its own
+        # rows, or Spark's query's where the maps hold more rows than it takes), but for those a MERGE left
+        # delete files in
         assert set(writers[1].values()) == {"spark"}, writers
-        assert {v for v, w in writers[3].items() if w == "spark"} <= merged and "driver" in writers[3].values(), writers
+        touched = {v: writers[2][v] for v, how in updates[2].items() if how == "touched"}
+        assert set(touched.values()) == {COLLECTED, "spark"}, touched
+        merged = {v for v, writer in touched.items() if writer == "spark"}
+        assert {v for v, w in writers[3].items() if w == "spark"} <= merged, writers
+        assert {DRIVER, COLLECTED} <= set(writers[3].values()), writers
 
 
 @pytest.mark.e2e

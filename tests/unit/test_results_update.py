@@ -109,3 +109,40 @@ def test_a_results_table_shows_its_tag_through_file_rewrites_only():
     meta = _meta({2: 2}, (1, None, {"operation": "overwrite"}), (2, 1, {"operation": "overwrite"}),
                  (3, 2, {"operation": "overwrite"}))  # a later write, the crash before its tag
     assert not shows_epoch(meta, 2)
+
+
+def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
+    """_without_groups keeps the rows of untouched groups: NULL parts equal as `<=>` has
+    them, keys cast to the columns' types (a bigint key slot, an int column), decimals
+    and dates compared by value; a float group column is left to Spark."""
+    import datetime
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from cumulus.engine.results import _without_groups
+
+    day = datetime.date(1995, 3, 15)
+    current = pa.table({
+        "k": pa.array([1, 2, None, 4, None, 2], pa.int32()),
+        "d": pa.array([Decimal("1.50"), None, Decimal("2.00"), Decimal("3.00"), None, Decimal("1.50")],
+                      pa.decimal128(15, 2)),
+        "day": pa.array([day, day, day, None, day, day]),
+        "name": pa.array(["a", "b", "", None, "e", "f"]),
+        "total": pa.array([10, 20, 30, 40, 50, 60], pa.int64()),
+    })
+    keys = pa.table({  # touched: (2, NULL, day), (NULL, 2.000000, day), (4, 3.0, NULL) and an absent one
+        "__g0": pa.array([2, None, 4, 9], pa.int64()),
+        "__g1": pa.array([None, Decimal("2"), Decimal("3"), Decimal("1")], pa.decimal128(38, 6)),
+        "__g2": pa.array([day, day, None, day]),
+    })
+    kept = _without_groups(current, ("k", "d", "day"), keys, "v")
+    assert kept.schema == current.schema
+    assert sorted(kept.column("total").to_pylist()) == [10, 50, 60]
+    # (NULL, NULL, day) is not (NULL, 2, day): a NULL part matches a NULL only
+    one = _without_groups(current, ("name",), pa.table({"__g0": pa.array([None, ""], pa.string())}), "v")
+    assert sorted(one.column("total").to_pylist()) == [10, 20, 50, 60]
+    floats = current.append_column("x", pa.array([0.0] * 6))
+    assert _without_groups(floats, ("x",), pa.table({"__g0": pa.array([-0.0])}), "v") is None
+    too_big = pa.table({"__g0": pa.array([2**40], pa.int64())})
+    assert _without_groups(current, ("k",), too_big, "v") is None
