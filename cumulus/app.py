@@ -24,9 +24,37 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cumulus.config import Settings, check_home, load_settings
-from cumulus.errors import CumulusError, ExitCode, NoSuchTableError, NotFoundError
-from cumulus.store.tables import Home, tables_of
+from cumulus.config import Settings, check_home, load_settings, parse_duration
+from cumulus.dbt.run import build
+from cumulus.engine.stats import base_statistics
+from cumulus.errors import (
+    ConfigError,
+    CumulusError,
+    ExitCode,
+    NoSuchTableError,
+    NotFoundError,
+    QualityError,
+)
+from cumulus.ingest.job import ingest_files
+from cumulus.ingest.landing import late_entries
+from cumulus.ingest.sources import add_source, get_source, remove_source
+from cumulus.progress import command_progress
+from cumulus.quality.validate import (
+    HELD,
+    epoch_to_validate,
+    publish_passed,
+    published_outcome,
+    validate_epoch,
+)
+from cumulus.spark.session import spark_session
+from cumulus.store.catalog import pyiceberg_catalog
+from cumulus.store.commit import table_metadata
+from cumulus.store.files import committed_batches, epoch_counts
+from cumulus.store.home import init_home, load_home_schema
+from cumulus.store.ledger import DONE, current_epoch, epoch_to_close, ledger_rows
+from cumulus.store.maintenance import maintain
+from cumulus.store.registry import live, registry
+from cumulus.store.tables import Home, attach_catalog, tables_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,10 +110,7 @@ class Engine:
     def spark(self) -> SparkSession:
         """The Spark session (started on first use), with the home's catalog attached."""
         if self._spark is None:
-            from cumulus.spark.session import spark_session
-
             self._spark = spark_session(self.settings, app_name=self._app_name)
-        from cumulus.store.tables import attach_catalog
 
         attach_catalog(Home(self._spark, self.settings))
         return self._spark
@@ -98,8 +123,6 @@ class Engine:
     @property
     def schema(self) -> Schema:
         if self._schema is None:
-            from cumulus.store.home import load_home_schema
-
             self._schema = load_home_schema(self.settings)
         return self._schema
 
@@ -112,8 +135,6 @@ class Engine:
         from py4j.protocol import Py4JJavaError
 
         from cumulus.engine.registry import batch_plan, compile_registered
-        from cumulus.store.commit import table_metadata
-        from cumulus.store.registry import live, registry
 
         try:
             state = table_metadata(self.spark, tables_of(self.settings).registry).get("current-snapshot-id")
@@ -130,9 +151,7 @@ class Engine:
     def statistics(self, relations: dict[str, list[str]]) -> Statistics:
         """The statistics of `relations` (name -> columns) in base.* at the latest closed
         epoch (a Spark job per relation), for the compiler's cost estimates."""
-        from cumulus.engine.stats import base_statistics
         from cumulus.engine.views import latest_closed_epoch
-        from cumulus.errors import ConfigError
 
         epoch = latest_closed_epoch(self.spark, self.settings)
         if epoch is None:
@@ -144,8 +163,6 @@ class Engine:
     def ingest(self, source: str, paths: list[str] | None = None, fmt: str | None = None,
                relation: str | None = None) -> IngestReport:
         """Ingest a source's files (default: its landing folder) into the open epoch."""
-        from cumulus.ingest.job import ingest_files
-
         return ingest_files(self.home, source, paths, fmt, relation)
 
     def apply(self, source: str, epoch: int | None = None, wait: float = 0.0) -> Applied:
@@ -155,8 +172,6 @@ class Engine:
         close, then refuse (EpochOrderError: NOT_YET)."""
         from cumulus.engine.apply import apply_source
         from cumulus.engine.recompute import defer_to_close, program_changed
-        from cumulus.ingest.sources import get_source
-        from cumulus.store.ledger import current_epoch
 
         priority = get_source(self.settings, source).priority
         plan = self.plan()
@@ -170,9 +185,6 @@ class Engine:
 
     def epoch_to_close(self) -> tuple[int, str]:
         """The epoch a close without one takes, and why (read with PyIceberg, no JVM)."""
-        from cumulus.store.catalog import pyiceberg_catalog
-        from cumulus.store.ledger import epoch_to_close
-
         return epoch_to_close(pyiceberg_catalog(self.settings), self.settings)
 
     def close(self, epoch: int | None = None, progress: Callable[[str], None] | None = None,
@@ -194,9 +206,6 @@ class Engine:
         the events it applied) and the late files of the landing folders
         (cumulus.ingest.landing.late_entries: folders of the pipeline's layout that missed
         the epoch)."""
-        from cumulus.ingest.landing import late_entries
-        from cumulus.store.files import epoch_counts
-
         counts = epoch_counts(self.spark, self.settings, epoch)
         late = late_entries(self.spark, self.settings, self.settings.pipeline, epoch)
         for entry in late:
@@ -210,16 +219,6 @@ class Engine:
         fail it in the ledger; None when no epoch waits. Spark starts only when there is
         something to validate. A crash is not a verdict on the data: QualityError."""
         from cumulus.engine.publish import holding
-        from cumulus.errors import QualityError
-        from cumulus.quality.validate import (
-            HELD,
-            epoch_to_validate,
-            publish_passed,
-            published_outcome,
-            validate_epoch,
-        )
-        from cumulus.store.catalog import pyiceberg_catalog
-        from cumulus.store.ledger import ledger_rows
 
         say = progress or (lambda _line: None)
         catalog = pyiceberg_catalog(self.settings)
@@ -280,9 +279,6 @@ class Engine:
                  expire: bool = True, compact: bool | None = None, tables: list[str] | None = None) -> list:
         """Expire snapshots and compact every table, or `tables` (e.g. maps.entries); unset
         options take the home's [pipeline] retention (cumulus.store.maintenance.maintain)."""
-        from cumulus.config import parse_duration
-        from cumulus.store.maintenance import maintain
-
         cfg = self.settings.pipeline
         return maintain(
             self.home,
@@ -297,18 +293,11 @@ class Engine:
     def add_source(self, name: str, priority: int, landing: str | Path | None = None,
                    max_error_rate: float | None = None) -> Source:
         """Declare a source in cumulus.toml and create its landing folder."""
-        from cumulus.ingest.sources import add_source
-
         return add_source(self.settings, name, priority, landing, max_error_rate)
 
     def remove_source(self, name: str) -> Source:
         """Take a source out of cumulus.toml (its landing folder and past events stay);
         refused while it has committed batches in an epoch not closed yet."""
-        from cumulus.ingest.sources import get_source, remove_source
-        from cumulus.store.catalog import pyiceberg_catalog
-        from cumulus.store.files import committed_batches
-        from cumulus.store.ledger import DONE, ledger_rows
-
         source = get_source(self.settings, name)
         catalog = pyiceberg_catalog(self.settings)
         unclosed = {r.epoch for r in ledger_rows(catalog, self.settings) if r.state not in DONE}
@@ -320,16 +309,12 @@ class Engine:
     def init(cls, home: str | Path | None, schema_file: str | Path) -> tuple[Engine, Any]:
         """Make `home` a Cumulus home: its schema, its Iceberg tables and epoch 1 (the same
         schema again changes nothing; another is refused); the engine and what init did."""
-        from cumulus.store.home import init_home
-
         engine = cls(load_settings(home), app_name="cumulus-init")
         return engine, init_home(engine.home, schema_file)
 
     def dbt_build(self, epoch: int | None = None, echo: Callable[[str], None] | None = None) -> tuple[int, list]:
         """`dbt build` of the project on the stable snapshot (or tag epoch-N), in one dbt
         process; (its exit status, the nodes it ran) (cumulus.dbt.run.build)."""
-        from cumulus.dbt.run import build
-
         return build(self.settings, epoch, echo=echo)
 
 
@@ -346,8 +331,6 @@ def run_step(step: Callable[[], int | None], verbose: bool = False, debug: bool 
     success."""
     import os
     import traceback
-
-    from cumulus.progress import command_progress
 
     debug = os.environ.get("CUMULUS_DEBUG") == "1" if debug is None else debug
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are noise

@@ -20,7 +20,22 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ReadError
-from cumulus.store.maps import entries_scan, key_slots, read_entries, summed_entries, value_slot
+from cumulus.m3.printer import fingerprint
+from cumulus.output import text
+from cumulus.sql.views import view_rows
+from cumulus.store.catalog import pyiceberg_catalog
+from cumulus.store.home import load_home_schema
+from cumulus.store.ledger import ledger_rows
+from cumulus.store.maps import (
+    PROGRAM,
+    PROGRAM_SINCE,
+    entries_scan,
+    key_slots,
+    read_entries,
+    summed_entries,
+    value_slot,
+)
+from cumulus.store.registry import live, registry
 from cumulus.store.tables import tables_of, tag_name
 
 
@@ -37,8 +52,6 @@ class At:
 
 class Reader:
     def __init__(self, settings: Settings, catalog=None):
-        from cumulus.store.catalog import pyiceberg_catalog
-
         self.settings = settings
         self.catalog = catalog if catalog is not None else pyiceberg_catalog(settings)
 
@@ -46,8 +59,6 @@ class Reader:
     @cached_property
     def compilation(self):
         from cumulus.engine.registry import compile_registered
-        from cumulus.store.home import load_home_schema
-        from cumulus.store.registry import live, registry
 
         rows = registry(self.catalog, self.settings)
         if not live(rows):
@@ -57,7 +68,6 @@ class Reader:
     def latest_epoch(self) -> int:
         """The stable epoch: the latest published (cumulus/engine/publish.py)."""
         from cumulus.engine.publish import stable_epoch
-        from cumulus.store.ledger import ledger_rows
 
         row = stable_epoch(self.settings, ledger_rows(self.catalog, self.settings))
         if row is None:
@@ -101,8 +111,6 @@ class Reader:
 
     @cached_property
     def fingerprint(self) -> str:
-        from cumulus.m3.printer import fingerprint
-
         return fingerprint(self.compilation.program)
 
     def _maps_at(self, at: At):
@@ -110,8 +118,6 @@ class Reader:
         the maps were written with another program than the registered views compile to
         (a newer Cumulus: the next close rebuilds them), or at a tag from before the
         rebuild that made them this program's."""
-        from cumulus.store.maps import PROGRAM, PROGRAM_SINCE
-
         table = self.catalog.load_table(tables_of(self.settings).maps.pyiceberg)
         mark, since = table.properties.get(PROGRAM), table.properties.get(PROGRAM_SINCE)
         current = table.current_snapshot()
@@ -157,8 +163,6 @@ class Reader:
     def read_view(self, name: str, at: At = At(), where: dict[str, Any] | None = None, entries=None) -> list[tuple]:
         """A view's rows, columns in SELECT order, in the view's ORDER BY (else sorted);
         `where` keeps rows whose named columns equal the given values. `entries`: all_entries(at), when reading several."""
-        from cumulus.sql.views import view_rows
-
         plan = self._plan(name)
         rows = view_rows(plan, entries or self.all_entries(at, plan.maps))
         if where:
@@ -177,6 +181,4 @@ class Reader:
 
 
 def _text(value) -> str:
-    from cumulus.output import text
-
     return text(value)

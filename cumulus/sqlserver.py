@@ -28,6 +28,9 @@ from pathlib import Path
 
 from cumulus.config import Settings
 from cumulus.errors import SQLServerError
+from cumulus.spark.jars import jars_dir, spark_jars
+from cumulus.spark.session import spark_conf
+from cumulus.store.catalog import pyiceberg_catalog
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000  # HiveServer2's
@@ -97,8 +100,6 @@ def authenticator_jar() -> Path:
 
     import pyspark
 
-    from cumulus.spark.jars import jars_dir
-
     source = resources.files("cumulus") / "java" / "CumulusPasswordAuthenticator.java"
     text = source.read_bytes()
     jar = jars_dir() / f"cumulus-sqlauth-{pyspark.__version__}-{hashlib.sha256(text).hexdigest()[:12]}.jar"
@@ -109,8 +110,8 @@ def authenticator_jar() -> Path:
     if not javac:
         raise SQLServerError("password authentication compiles its checker once with the JDK's javac, which is not "
                              "installed here: install a JDK 17 (apt install openjdk-17-jdk-headless), or run `make setup`")
-    spark_jars = Path(pyspark.__file__).parent / "jars"
-    classpath = os.pathsep.join(str(j) for j in sorted(spark_jars.glob("spark-hive-thriftserver_*.jar")))
+    pyspark_jars = Path(pyspark.__file__).parent / "jars"
+    classpath = os.pathsep.join(str(j) for j in sorted(pyspark_jars.glob("spark-hive-thriftserver_*.jar")))
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "CumulusPasswordAuthenticator.java"
         src.write_bytes(text)
@@ -135,9 +136,6 @@ def spark_submit() -> Path:
 
 def server_plan(settings: Settings, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> ServerPlan:
     """The spark-submit command and environment of the server (pure: no process started)."""
-    from cumulus.spark.jars import spark_jars
-    from cumulus.spark.session import spark_conf
-
     conf = spark_conf(settings, app_name="cumulus-sql-server")
     # The server's JDBC sessions do not use spark.jars' child class loader (on a cluster,
     # their catalog lookup fails with ClassNotFoundException: SparkCatalog): the jars go
@@ -174,8 +172,6 @@ def ensure_default_namespace(settings: Settings) -> None:
     names none, and the Cumulus catalog is the sessions' current catalog: without a
     `default` namespace there, connecting fails (SCHEMA_NOT_FOUND). An empty one is created
     (PyIceberg, no JVM; idempotent)."""
-    from cumulus.store.catalog import pyiceberg_catalog
-
     pyiceberg_catalog(settings).create_namespace_if_not_exists("default")
 
 

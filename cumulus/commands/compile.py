@@ -6,9 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from cumulus.commands import engine_for
 from cumulus.commands.inputs import add_dialect_option, compile_files, read_views
 from cumulus.commands.m3 import describe
 from cumulus.schema import load_schema
+from cumulus.sql.estimate import Statistics
+from cumulus.sql.explain import explain
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -20,9 +23,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from cumulus.sql.estimate import Statistics
-    from cumulus.sql.explain import explain
-
     schema = load_schema(args.schema)
     stats = Statistics.load(args.stats) if args.stats else home_statistics(args, schema) if args.from_home else None
     if stats is not None and args.save_stats:
@@ -33,8 +33,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def home_statistics(args: argparse.Namespace, schema):
     """The home's base.* statistics at its latest closed epoch (a Spark job per relation)."""
-    from cumulus.commands import engine_for
-
     return engine_for(args).statistics({r.name: r.column_names for r in schema.relations})
 
 

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from cumulus.config import settings_from_args
+from cumulus.dbt.profile import PROJECT_ENV, project_dir, write_profile
+from cumulus.dbt.run import invocation
 from cumulus.errors import CumulusError
 
 HELP = """\
@@ -56,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, rest: list[str]) -> int:
-    from cumulus.dbt.profile import write_profile
-
     argparse.ArgumentParser(
         prog="cumulus dbt profile",
         description="Write <home>/dbt/profiles.yml (a dbt-spark session profile on the home's Iceberg "
@@ -70,7 +70,6 @@ def _profile(args: argparse.Namespace, rest: list[str]) -> int:
 def _generate(args: argparse.Namespace, rest: list[str]) -> int:
     from cumulus.commands.inputs import add_dialect_option
     from cumulus.dbt.generate import generate
-    from cumulus.dbt.profile import PROJECT_ENV, project_dir
 
     parser = argparse.ArgumentParser(
         prog="cumulus dbt generate",
@@ -145,9 +144,6 @@ def _take_epoch(args: argparse.Namespace, rest: list[str]) -> list[str]:
 
 def _dbt(args: argparse.Namespace, command: str, rest: list[str]) -> int:
     """Replace this process with dbt (its output, exit code and Ctrl-C are dbt's own)."""
-    from cumulus.dbt.profile import write_profile
-    from cumulus.dbt.run import invocation
-
     settings = settings_from_args(args)
     write_profile(settings)
     rest = _take_epoch(args, rest)

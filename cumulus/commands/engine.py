@@ -14,14 +14,14 @@ import socket
 import sys
 import time
 
+from cumulus.config import settings_from_args
+from cumulus.errors import EngineError, EngineUnavailable
 from cumulus.output import FORMATS, render
+from cumulus.pipeline.client import engine_state, find_engine
+from cumulus.pipeline.server import EngineServer
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from cumulus.config import settings_from_args
-    from cumulus.errors import EngineError
-    from cumulus.pipeline.client import engine_state, find_engine
-    from cumulus.pipeline.server import EngineServer
     from cumulus.store.home import load_home_schema
 
     settings = settings_from_args(args)
@@ -38,10 +38,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _running(args: argparse.Namespace):
     """(settings, a client of the home's engine); EngineUnavailable when none runs."""
-    from cumulus.config import settings_from_args
-    from cumulus.errors import EngineUnavailable
-    from cumulus.pipeline.client import find_engine
-
     settings = settings_from_args(args)
     client = find_engine(settings)
     if client is None:
@@ -68,8 +64,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from cumulus.pipeline.client import engine_state
-
     settings, client = _running(args)
     client.stop()
     deadline = time.monotonic() + args.wait

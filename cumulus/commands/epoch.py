@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
+from cumulus.engine.metrics import human_bytes
+from cumulus.errors import CumulusError, NoSuchEpochError
 from cumulus.output import FORMATS, closed_text, render
+from cumulus.store.catalog import pyiceberg_catalog
 
 COLUMNS = ["epoch", "state", "opened_at", "sealed_at", "closed_at", "published_at",
            "events", "rejected", "files", "batches", "validation"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.files import epoch_counts
     from cumulus.store.ledger import APPLIED, CLOSED, FAILED, OPEN, current_epoch, ledger_rows
 
@@ -51,9 +54,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """One epoch's ledger row: state, times, counts, validation, and every metric."""
-    from cumulus.engine.metrics import human_bytes
-    from cumulus.errors import CumulusError, NoSuchEpochError
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
 
     settings = settings_from_args(args)
@@ -78,16 +78,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """Publish what passed (in order), or accept a failed epoch first."""
-    from cumulus.commands import engine_for
-
     stable = engine_for(args).publish(args.epoch, args.accept_failed, args.reason or "")
     print(f"stable epoch: {stable if stable is not None else 'none yet'}")
     return 0
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    from cumulus.commands import engine_for
-
     def say(line: str) -> None:  # which epoch a close without --epoch took, and why
         print(f"cumulus: {line}", file=sys.stderr, flush=True)
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.ingest.tpch_stream import generate
 from cumulus.output import FORMATS, render
 
 
 def cmd_tpch(args: argparse.Namespace) -> int:
-    from cumulus.ingest.tpch_stream import generate
-
     manifest = generate(args.scale, args.epochs, args.fraction, args.out, args.seed,
                         customers_per_epoch=args.customers)
     rows = []

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.errors import IngestError
 from cumulus.jobs import ingest_arguments
 from cumulus.output import ingest_text
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from cumulus.commands import engine_for
-
     try:
         report = engine_for(args).ingest(args.source, args.paths or None, args.input_format, args.relation)
     except IngestError as exc:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.jobs import maintenance_arguments, maintenance_options
 from cumulus.output import FORMATS, maintenance_text
 
 
 def cmd_maintenance(args: argparse.Namespace) -> int:
-    from cumulus.commands import engine_for
-
     sys.stdout.write(maintenance_text(engine_for(args).maintain(**maintenance_options(args)), args.format))
     return 0
 

@@ -15,7 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
+from cumulus.errors import NotFoundError
+from cumulus.quality.summary import read_summary, render_report, summary_from_ledger
+from cumulus.store.catalog import pyiceberg_catalog
 
 
 def say(line: str) -> None:
@@ -25,16 +29,12 @@ def say(line: str) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from cumulus.app import exit_status
-    from cumulus.commands import engine_for
 
     outcome = engine_for(args).validate(args.epoch, args.expectations, True if args.full else None, progress=say)
     return exit_status(outcome)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from cumulus.errors import NotFoundError
-    from cumulus.quality.summary import read_summary, render_report, summary_from_ledger
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row, ledger_rows
 
     settings = settings_from_args(args)

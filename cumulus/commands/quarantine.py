@@ -8,10 +8,10 @@ import sys
 from cumulus.config import settings_from_args
 from cumulus.errors import NotFoundError
 from cumulus.output import FORMATS, render
+from cumulus.store.catalog import pyiceberg_catalog
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.quarantine import LIST_COLUMNS, list_rows
 
     settings = settings_from_args(args)
@@ -27,7 +27,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from cumulus.ingest.validate import REASONS
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.quarantine import get_row
 
     settings = settings_from_args(args)

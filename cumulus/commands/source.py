@@ -5,21 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
+from cumulus.ingest.sources import load_sources
 from cumulus.output import FORMATS, render
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from cumulus.commands import engine_for
-
     src = engine_for(args).add_source(args.name, args.priority, args.landing, args.max_error_rate)
     print(f"source {src.name}: priority {src.priority}, landing {src.landing}")
     return 0
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from cumulus.commands import engine_for
-
     source = engine_for(args).remove_source(args.name)
     print(f"source {source.name} removed (priority {source.priority}); its landing folder {source.landing} "
           "and its past events are kept")
@@ -27,8 +25,6 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from cumulus.ingest.sources import load_sources
-
     sources = sorted(load_sources(settings_from_args(args)).values(), key=lambda s: s.priority)
     rows = [(s.name, s.priority, str(s.landing), s.max_error_rate) for s in sources]
     sys.stdout.write(render(["source", "priority", "landing", "max_error_rate"], rows, args.format))

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from cumulus.config import settings_from_args
 from cumulus.errors import SQLQueryError
+from cumulus.spark.session import spark_session
 
 FORMATS = ("table", "csv", "json")
 
@@ -35,8 +36,6 @@ def run(args: argparse.Namespace) -> int:
         raise SQLQueryError("empty query: give a SQL statement or - to read it from stdin")
 
     from pyspark.errors import PySparkException
-
-    from cumulus.spark.session import spark_session
 
     spark = spark_session(settings_from_args(args), app_name="cumulus-sql")
     try:

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from cumulus.config import settings_from_args
+from cumulus.errors import SQLServerError
 from cumulus.sqlserver import DEFAULT_PORT, serve, set_password
 
 
@@ -42,8 +43,6 @@ def read_password() -> str:
     if not sys.stdin.isatty():
         return sys.stdin.readline().rstrip("\n")
     import getpass
-
-    from cumulus.errors import SQLServerError
 
     first = getpass.getpass("password: ")
     if getpass.getpass("again: ") != first:

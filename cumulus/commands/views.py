@@ -9,7 +9,8 @@ import sys
 from cumulus.commands import engine_for
 from cumulus.config import settings_from_args
 from cumulus.errors import CumulusError, NotFoundError
-from cumulus.output import FORMATS, render
+from cumulus.output import FORMATS, render, sort_key
+from cumulus.store.catalog import pyiceberg_catalog
 
 
 def cmd_view_add(args: argparse.Namespace) -> int:
@@ -36,7 +37,6 @@ def cmd_view_add(args: argparse.Namespace) -> int:
 
 
 def cmd_view_drop(args: argparse.Namespace) -> int:
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.registry import is_registered, registry
 
     name = args.name.lower()
@@ -54,7 +54,6 @@ def cmd_view_drop(args: argparse.Namespace) -> int:
 
 
 def cmd_view_list(args: argparse.Namespace) -> int:
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.registry import registered_views
 
     settings = settings_from_args(args)
@@ -133,7 +132,6 @@ def cmd_read(args: argparse.Namespace) -> int:
     from cumulus.schema import parse_value
 
     typed = [None if k is None else parse_value(k, t) for k, t in zip(keys, info.key_types, strict=True)]
-    from cumulus.output import sort_key
 
     entries = reader.read_slice(name, *typed, at=at)
     rows = sorted((k + (v,) for k, v in entries.items()), key=sort_key)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cumulus.config import Settings, checkout_root
 from cumulus.errors import ConfigError
+from cumulus.spark.session import spark_conf
 
 PROFILE = "cumulus"
 TARGET = "session"
@@ -67,8 +68,6 @@ def log_config_path(settings: Settings) -> Path:
 
 def profile(settings: Settings) -> dict:
     """profiles.yml as a dict: one target, a dbt-spark session on the Cumulus catalog."""
-    from cumulus.spark.session import spark_conf
-
     conf = spark_conf(settings, app_name="cumulus-dbt")
     # dbt-spark calls enableHiveSupport() before applying these: without this the first
     # query waits for a Derby Hive metastore (tens of seconds) that nothing here uses; every

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cumulus.config import Settings
+from cumulus.dbt.profile import dbt_dir, dbt_env, dbt_executable, write_profile
 from cumulus.errors import CumulusError
 
 # dbt's exit statuses: 1 = a model or test failed (the data's verdict), 2 = dbt itself
@@ -24,8 +25,6 @@ DATA_FAILED, DBT_FAILED = 1, 2
 def invocation(settings: Settings, epoch: int | None, command: str, rest: list[str]) -> tuple[list[str], dict[str, str]]:
     """The dbt command line and environment for `cumulus dbt [--epoch N] COMMAND REST...`."""
     import yaml
-
-    from cumulus.dbt.profile import dbt_env, dbt_executable
 
     argv = [dbt_executable(), command, *rest]
     if epoch is not None:
@@ -52,8 +51,6 @@ class NodeResult:
 
 def run_results(settings: Settings) -> list[NodeResult]:
     """The nodes of the last dbt run on the home, in the order dbt ran them."""
-    from cumulus.dbt.profile import dbt_dir
-
     path = dbt_dir(settings) / "target" / "run_results.json"
     if not path.is_file():
         return []
@@ -72,8 +69,6 @@ def run_results(settings: Settings) -> list[NodeResult]:
 def build(settings: Settings, epoch: int | None, echo: Callable[[str], None] = print) -> tuple[int, list[NodeResult]]:
     """One `dbt build` of the whole project on the home (the profile written first), its
     output passed line by line to `echo`; (dbt's exit status, the nodes it ran)."""
-    from cumulus.dbt.profile import dbt_dir, write_profile
-
     write_profile(settings)
     stale = dbt_dir(settings) / "target" / "run_results.json"
     stale.unlink(missing_ok=True)  # a crash before dbt writes it must not report the last run

@@ -32,6 +32,7 @@ from cumulus.engine.derived import derive_epoch
 from cumulus.engine.evaluate import BatchPlan
 from cumulus.engine.metrics import StepMetrics
 from cumulus.engine.publish import (
+    create_catalog_views,
     mend_branches,
     mend_results,
     move_branch,
@@ -48,6 +49,7 @@ from cumulus.engine.recompute import (
     recompute_record,
 )
 from cumulus.engine.refresh import refresh_views, registered_full_views
+from cumulus.engine.registry import compile_registered
 from cumulus.engine.repair import repair_epoch
 from cumulus.engine.results import write_results
 from cumulus.errors import NoSuchEpochError
@@ -68,6 +70,7 @@ from cumulus.store.ledger import (
 )
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import COMPACTED_THROUGH, compact_maps, mark_program
+from cumulus.store.registry import registry
 from cumulus.store.tables import AUDIT, STABLE, Home
 
 log = logging.getLogger("cumulus.close")
@@ -106,10 +109,6 @@ def _bring_up_to_date(
 def _adopt_program(home: Home, plan: BatchPlan, epoch: int) -> None:
     """After a rebuild for a new program (a newer compiler): its catalog views (their SQL
     names its maps) and the maps' mark, from `epoch` on."""
-    from cumulus.engine.publish import create_catalog_views
-    from cumulus.engine.registry import compile_registered
-    from cumulus.store.registry import registry
-
     compiled = compile_registered(plan.checked.schema, registry(home.spark, home.settings), home.settings.sql_dialect)
     create_catalog_views(home, compiled)
     mark_program(home, fingerprint(plan.checked.program), epoch)

@@ -30,6 +30,7 @@ from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
 from cumulus.engine.derived import derived_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
+from cumulus.errors import NoSuchTableError
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
@@ -37,6 +38,7 @@ from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
     entries_columns,
+    mark_program,
     program_mark,
     summed,
     versioned,
@@ -137,8 +139,6 @@ def defer_to_close(settings: Settings, changed: str | None = None) -> str | None
 def carry_mark(home: Home, before: Program | None, after: Program) -> None:
     """After a view add (its maps back-filled) or drop: the maps are `after`'s whole state
     if they were `before`'s (or held nothing), from the same first epoch."""
-    from cumulus.store.maps import mark_program
-
     mark, since, rows = program_mark(home.spark, home.settings)
     if (before is not None and mark == fingerprint(before)) or (mark is None and rows == 0) or \
             (before is None and mark is None):
@@ -150,8 +150,6 @@ def program_changed(reader: Any, settings: Settings, program: Program) -> str | 
     another version of the compiler or of M3's semantics (a newer Cumulus), so neither an
     apply nor a read may use them with this program until a rebuild (the next close does
     one). `reader`: a SparkSession or a PyIceberg catalog."""
-    from cumulus.errors import NoSuchTableError
-
     try:
         mark, _since, rows = program_mark(reader, settings)
     except NoSuchTableError:

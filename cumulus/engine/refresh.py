@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.apply import ApplyRecord, write_deltas
+from cumulus.engine.apply import ApplyRecord, batch_commit, write_deltas
+from cumulus.engine.registry import as_full_view
 from cumulus.errors import ViewError
 from cumulus.schema import Schema
 from cumulus.sql.full import POSITION, FullView, full_map, m3_type
@@ -29,6 +30,7 @@ from cumulus.store.maps import (
     unversioned,
     value_slot,
 )
+from cumulus.store.registry import FULL, live, registry
 from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
@@ -40,9 +42,6 @@ REFRESH = "refresh"  # the kind of the commit of a close's full refresh
 
 def registered_full_views(reader, settings: Settings) -> list[FullView]:
     """The registered views kept by full refresh, in registration order."""
-    from cumulus.engine.registry import as_full_view
-    from cumulus.store.registry import FULL, live, registry
-
     return [as_full_view(v) for v in live(registry(reader, settings)) if v.kind == FULL]
 
 
@@ -80,8 +79,6 @@ def refresh_views(home: Home, schema: Schema, views: Sequence[FullView], epoch: 
     """Bring the rows maps of `views` to their SQL over base.* (main, or `tag`) in one
     commit marked `batch_id` (default refresh-<epoch>); returns the rows it wrote (0 for a
     retry that finds the commit)."""
-    from cumulus.engine.apply import batch_commit
-
     batch_id = batch_id or f"{REFRESH}-{epoch}"
     if not views or batch_commit(home, batch_id) is not None:
         return 0

@@ -10,9 +10,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from cumulus.config import DEFAULT_DIALECT
-from cumulus.engine.evaluate import BatchPlan, plan_from_compilation
+from cumulus.engine.evaluate import BatchPlan, plan_from_compilation, plan_from_program
 from cumulus.errors import ViewError
+from cumulus.m3.ast import Program, Statement, Trigger, Var
+from cumulus.m3.parser import parse_program
+from cumulus.m3.validate import validate
 from cumulus.schema import Schema
+from cumulus.sql.calculus import rename
 from cumulus.sql.full import FullView, with_full_view
 from cumulus.sql.views import Compilation, compile_views
 from cumulus.store.registry import DROPPED, FULL, M3, SQL, RegisteredView, dropped
@@ -100,11 +104,6 @@ def with_program(compiled: Compilation, name: str, text: str) -> Compilation:
     its triggers appended to the same events' triggers, and its statements run as the
     engine runs hand-written programs (each event's own trigger, see plan_from_program).
     Its maps are read as maps (READ_SLICE, `cumulus read MAP`); it adds no view."""
-    from cumulus.engine.evaluate import plan_from_program
-    from cumulus.m3.ast import Program, Trigger
-    from cumulus.m3.parser import parse_program
-    from cumulus.m3.validate import validate
-
     schema = compiled.checked.schema  # (with the derived relations of nested queries)
     own = validate(parse_program(text, name), compiled.schema, text)
     clash = sorted(set(own.maps) & set(compiled.checked.maps))
@@ -134,9 +133,6 @@ def batch_plan(compilation: Compilation) -> BatchPlan:
 def _rename_params(statements, params, new_params):
     """Statements with trigger parameters `params` renamed to `new_params`, renaming first
     any other variable that already has one of the new names (no capture)."""
-    from cumulus.m3.ast import Statement, Var
-    from cumulus.sql.calculus import rename
-
     used = {e.name for s in statements for part in (s.target, s.expr) for e in part.walk() if isinstance(e, Var)}
     clashes = (used - set(params)) & set(new_params)
     fresh = {name: Var(f"{name}__m3") for name in clashes}

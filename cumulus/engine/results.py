@@ -7,25 +7,37 @@ A view's table moves from the epoch M it shows to N in one commit, one of two wa
 
 - by the groups the epochs since M touched (`touched`): the group keys of the maps'
   delta rows of epochs M+1..N (their files alone: maps.entries rows carry their epoch),
-  the view's rows of those groups at N (view_sql reading those keys only), and one MERGE
-  that replaces, inserts or deletes each touched group's row. Taken while the touched
-  groups are at most `results_touched_share` of the table's rows and the table has at
-  least `results_touched_min_rows` (a MERGE costs about a second however few rows it
-  changes: a small table is rewritten for less), for a view whose rows are one
-  per group and found by their group columns (`view_groups`), when every entry that
+  the view's rows of those groups at N (view_sql reading those keys only), and each
+  touched group's row replaced, inserted or deleted. Taken while the touched groups are
+  at most `results_touched_share` of the table's rows and the table has at least
+  `results_touched_min_rows` (below, a rewrite costs less), for a view whose rows are
+  one per group and found by their group columns (`view_groups`), when every entry that
   changed between the two tags has a delta row to find it by (`delta_snapshots`: not
   after a rebuild, say);
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
   with LIMIT, subqueries or rows not keyed by group, a small table or a large share
-  touched; nothing at all when no group was touched. A view whose maps hold at most
-  `results_driver_rows` rows at the tag is rewritten from the driver, with no Spark job:
-  one PyIceberg scan reads the maps of all such views, the read API's view semantics
-  (`view_rows`, held equal to view_sql by tests/sqlreads/test_view_sql.py) make each
-  view's rows, and PyIceberg writes and tags its table in one commit (a Spark query,
-  write and tag cost 0.3-0.9 s per table; this about 0.1 s). The rest go through Spark
-  afterwards, a few tables at once (`table_workers`); of those, a table (without delete
-  files) that holds at most `results_driver_rows` rows gets the rows Spark's query
-  gives, collected, and is written and tagged from the driver the same way.
+  touched; nothing at all when no group was touched.
+
+Who writes it, cheapest first (a Spark write and its tag are two commits and a job or
+more, 0.3-0.9 s per table on 2 cores, and a MERGE about a second however few rows it
+changes; a PyIceberg commit about 0.1 s):
+
+1. the driver alone, for a whole rewrite whose view's maps hold at most
+   `results_driver_rows` rows at the tag: one PyIceberg scan reads the maps of all such
+   views, the read API's view semantics (`view_rows`, held equal to view_sql by
+   tests/sqlreads/test_view_sql.py) make each view's rows, and one PyIceberg commit
+   writes and tags the table (`cumulus.results-writer = driver`);
+2. Spark's query and the driver's commit, for any other table without a MERGE's delete
+   files and of at most `results_collect_rows` rows: Spark computes the rows (all of
+   them, or the touched groups' and their keys), collected as Arrow, and the driver
+   writes them, with the table's rows of the other groups when touched (read back and
+   dropped as the MERGE's `<=>` matches them: `_without_groups`), and the tag, in one
+   commit (`spark-collected`);
+3. Spark alone otherwise: a new table, a MERGE, a whole write, then ALTER TABLE's tag.
+
+Spark's work runs `table_workers` tables at once; the driver's commits one at a time,
+after them (a thread of its own beside Spark measured slower: its Python holds the GIL
+that py4j's calls wait for).
 
 A marker table's property (`results._published`) records the epoch every table shows,
 written after all of them: a crash between is mended by the next publish or close, and a
@@ -49,7 +61,10 @@ from cumulus.spark.local import collected_arrow
 from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
 from cumulus.store import commit
+from cumulus.store.catalog import shared_catalog
+from cumulus.store.home import load_home_schema
 from cumulus.store.maps import COMPACTED_THROUGH, entries_scan, group_keys, read_entries
+from cumulus.store.registry import live, registry
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, Home, tag_name
 
 if TYPE_CHECKING:
@@ -270,8 +285,6 @@ def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Wr
     columns as they are."""
     import pyarrow as pa
 
-    from cumulus.store.catalog import shared_catalog
-
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
     schema = table.schema().as_arrow()
     rows = _fitted(schema, view, compiled.views[view], written.rows)
@@ -338,7 +351,6 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
     limit = home.settings.results_driver_rows
     if not views or limit <= 0:
         return {}
-    from cumulus.store.catalog import shared_catalog
 
     started = time.perf_counter()
     maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
@@ -367,8 +379,6 @@ def _commit_rows(home: Home, view: str, plan: ViewPlan, rows: list[tuple], epoch
     """Rewrite results.<view> whole with `rows` (the view's rows at tag epoch-N, from
     view_rows) and tag it, in one PyIceberg commit from the driver; False (nothing
     written, logged) when the rows do not fit the table's columns as they are."""
-    from cumulus.store.catalog import shared_catalog
-
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
     arrow = _arrow_rows(table.schema().as_arrow(), view, plan, rows)
     if arrow is None:
@@ -463,8 +473,6 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     "whole" or "kept" (already at the epoch). Idempotent."""
 
     from cumulus.engine.registry import compile_registered
-    from cumulus.store.home import load_home_schema
-    from cumulus.store.registry import live, registry
 
     if not home.settings.results_tables:
         return {}
@@ -552,8 +560,6 @@ def results_updates(home: Home, epoch: int) -> dict[str, str]:
     """How each results table came to tag epoch-N: "touched" or "whole" (its commit's
     summary), "unchanged" (no group of it changed: the tag is the earlier epoch's
     snapshot); views without a table at that tag are left out."""
-    from cumulus.store.registry import live, registry
-
     found = {}
     for view in live(registry(home.spark, home.settings)):
         table = home.tables.results(view.name)

@@ -24,7 +24,7 @@ from cumulus.engine.apply import (
     write_deltas,
 )
 from cumulus.engine.evaluate import BatchPlan, restricted
-from cumulus.engine.publish import create_catalog_views, move_branch, stable_epoch
+from cumulus.engine.publish import create_catalog_views, move_branch, stable_epoch, view_names
 from cumulus.engine.recompute import carry_mark, evaluate_from_base, program_changed
 from cumulus.engine.refresh import full_view, refresh_views
 from cumulus.engine.registry import (
@@ -35,9 +35,11 @@ from cumulus.engine.registry import (
     needed_maps,
     without,
 )
-from cumulus.errors import ViewError
+from cumulus.engine.stats import base_statistics
+from cumulus.errors import UnsupportedSQLError, ViewError
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
+from cumulus.sql.estimate import estimate
 from cumulus.sql.sqltext import spark_literal
 from cumulus.sql.views import Compilation
 from cumulus.store.ledger import (
@@ -173,9 +175,6 @@ def check_state(home: Home, compiled: Compilation, name: str, epoch: int) -> Non
     """Refuse the view (ViewError) when its maps' entries, estimated from base.* at
     `epoch` (cumulus/sql/estimate.py), pass max_entries_per_base_row per row of the
     relations it reads; the message names the largest map."""
-    from cumulus.engine.stats import base_statistics
-    from cumulus.sql.estimate import estimate
-
     bound = float(home.settings.max_entries_per_base_row)
     if bound <= 0:
         return
@@ -198,8 +197,6 @@ def incremental_refusal(schema: Schema, rows: list[RegisteredView], new: Registe
     """Why the view's SQL cannot be kept incrementally (the compiler's refusal, one line:
     the construct and its position), or None when it can. With `full_refresh = "refuse"`
     in cumulus.toml the refusal is raised instead of the view going to full refresh."""
-    from cumulus.errors import UnsupportedSQLError
-
     try:
         compile_registered(schema, rows + [new], settings.sql_dialect)
     except UnsupportedSQLError as exc:
@@ -234,8 +231,6 @@ def drop_view(home: Home, schema: Schema, name: str) -> Dropped:
     reads other views as before. Idempotent: a retry after a crash finds the view dropped
     and finishes removing what is left."""
     from pyspark.sql import functions as F
-
-    from cumulus.engine.publish import view_names
 
     ensure_views_table(home)
     with catalog_lock(home.settings, f"view drop {name}"):

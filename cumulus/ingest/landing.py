@@ -33,6 +33,10 @@ from typing import Any
 
 from cumulus.config import PipelineConfig, Settings
 from cumulus.errors import ConfigError, EpochOrderError, NoSuchSourceError, StoreError
+from cumulus.ingest.sources import load_sources
+from cumulus.store.files import DUPLICATE, INGESTED
+from cumulus.store.ledger import current_epoch, ledger_rows
+from cumulus.store.rows import read_rows
 from cumulus.store.tables import tables_of
 
 OPEN, APPLIED, CLOSED, PUBLISHED, FAILED = "open", "applied", "closed", "published", "failed-validation"
@@ -107,9 +111,6 @@ def folder_ready(folder: Path, ready_marker: str) -> bool:
 
 def taken_paths(reader, settings: Settings) -> set[str]:
     """Paths of every file ingestion has taken (ingested, or a duplicate of a taken one)."""
-    from cumulus.store.files import DUPLICATE, INGESTED
-    from cumulus.store.rows import read_rows
-
     rows = read_rows(reader, tables_of(settings).files)
     return {r["path"] for r in rows if r["path"] and r["status"] in (INGESTED, DUPLICATE)}
 
@@ -155,8 +156,6 @@ class EpochPlan:
 
 
 def ledger_state(reader, settings: Settings) -> tuple[dict[int, Any], int]:
-    from cumulus.store.ledger import current_epoch, ledger_rows
-
     rows = {r.epoch: r for r in ledger_rows(reader, settings)}
     return rows, current_epoch(reader, settings)
 
@@ -165,8 +164,6 @@ def plan_epoch(reader, settings: Settings, cfg: PipelineConfig, epoch: int | Non
     """What a run of `epoch` (default: the open one) has to do, from the ledger, the
     sources' landing folders and the file manifest. Raises EpochOrderError when an
     earlier epoch is still open."""
-    from cumulus.ingest.sources import load_sources
-
     rows, open_epoch = ledger_state(reader, settings)
     epoch = open_epoch if epoch is None else epoch
     if epoch > open_epoch:
@@ -215,9 +212,6 @@ def late_entries(reader, settings: Settings, cfg: PipelineConfig, epoch: int) ->
     per folder that did not make it (its own folder not ready or not fully taken, or a
     late folder of an earlier epoch still untaken): they go to the next epoch; a
     `carried` entry per late folder of an earlier epoch whose files this epoch took."""
-    from cumulus.store.files import INGESTED
-    from cumulus.store.rows import read_rows
-
     plan = plan_epoch(reader, settings, cfg, epoch)
     rows, _ = ledger_state(reader, settings)
     earlier = late_folders(rows.values(), before=epoch)

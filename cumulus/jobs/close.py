@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 
 from cumulus.jobs import job_parser
+from cumulus.output import closed_text
 
 
 def main(argv: list[str] | None = None) -> int:
     from cumulus.app import Engine, run_step
-    from cumulus.output import closed_text
 
     parser = job_parser("close", __doc__)
     parser.add_argument("--epoch", type=int, help="the epoch (default: an interrupted close's, else the open one)")

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import sys
 
+from cumulus.errors import IngestError
 from cumulus.jobs import ingest_arguments, job_parser
+from cumulus.output import ingest_text
 
 
 def main(argv: list[str] | None = None) -> int:
     from cumulus.app import Engine, run_step
-    from cumulus.errors import IngestError
-    from cumulus.output import ingest_text
 
     parser = job_parser("ingest", __doc__)
     ingest_arguments(parser)

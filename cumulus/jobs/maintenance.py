@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 
 from cumulus.jobs import job_parser, maintenance_arguments, maintenance_options
+from cumulus.output import maintenance_text
 
 
 def main(argv: list[str] | None = None) -> int:
     from cumulus.app import Engine, run_step
-    from cumulus.output import maintenance_text
 
     parser = job_parser("maintenance", __doc__)
     maintenance_arguments(parser)

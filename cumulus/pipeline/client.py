@@ -15,6 +15,7 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import CumulusError, EngineUnavailable
+from cumulus.pipeline.server import state_path
 
 log = logging.getLogger("cumulus.engine.client")
 BUSY_PATIENCE_S = 30.0  # how long a live engine that does not answer is asked again (find_engine)
@@ -75,8 +76,6 @@ def engine_state(settings: Settings) -> dict[str, Any] | None:
     that is gone (or by this very process: a restarted container reuses pids). Written on
     another host (an engine in its own container), only its answer tells: find_engine."""
     import socket
-
-    from cumulus.pipeline.server import state_path
 
     path = state_path(settings)
     try:

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cumulus.dbt.run import DATA_FAILED
+
 log = logging.getLogger("cumulus.pipeline")
 
 
@@ -36,7 +38,6 @@ def build_task(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
     from cumulus.app import Engine
-    from cumulus.dbt.run import DATA_FAILED
 
     engine = Engine.open(home)
     settings = engine.settings

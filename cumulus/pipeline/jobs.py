@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from cumulus.jobs import JOB_NAMES, check_job, job_file
+from cumulus.store.catalog import pyiceberg_catalog
 
 __all__ = ["JOB_NAMES", "check_job", "job_arguments", "job_file", "run_job"]
 
@@ -18,7 +19,6 @@ def job_arguments(job: str, settings, cfg, epoch: int | None, source: str | None
     """(arguments of cumulus.jobs.<job>, None) or ([], why the step has nothing to do).
     `plan`: the epoch's plan when the caller has read it already (plan_epoch)."""
     from cumulus.ingest.landing import CLOSED, FAILED, PUBLISHED, plan_epoch
-    from cumulus.store.catalog import pyiceberg_catalog
 
     home = ["--home", str(settings.home)]
     if job == "maintenance":

@@ -31,8 +31,13 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from cumulus.errors import ExitCode
+from cumulus.config import load_settings
+from cumulus.errors import CumulusError, ExitCode
+from cumulus.ingest.sources import get_source
+from cumulus.pipeline.client import find_engine
 from cumulus.pipeline.jobs import check_job, job_arguments, job_file
+from cumulus.pipeline.triggers import EngineStepTrigger, LandingReadyTrigger
+from cumulus.spark.session import driver_java_options, jar_conf
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the cumulus package
 
@@ -53,10 +58,7 @@ class LandingWait(BaseOperator):
     def execute(self, context: Any) -> None:
         import time
 
-        from cumulus.config import load_settings
         from cumulus.ingest.landing import OPEN, is_ready, landing_folder
-        from cumulus.ingest.sources import get_source
-        from cumulus.pipeline.triggers import LandingReadyTrigger
 
         epoch = int(self.epoch)
         if self.state != OPEN:
@@ -118,9 +120,6 @@ class CumulusSparkJob(SparkSubmitOperator):
         self.final_exit_codes = tuple(final_exit_codes)
 
     def execute(self, context: Any) -> None:
-        from cumulus.config import load_settings
-        from cumulus.spark.session import driver_java_options, jar_conf
-
         settings = load_settings(self.home)
         cfg = settings.pipeline
         epoch = None if self.epoch in (None, "", "None") else int(self.epoch)
@@ -157,10 +156,6 @@ class CumulusSparkJob(SparkSubmitOperator):
         it is done (cumulus.pipeline.triggers.EngineStepTrigger streams the rest of its log
         into this task's; no worker or pool slot is held meanwhile). False when no engine
         runs: the task spark-submits the step itself."""
-        from cumulus.errors import CumulusError
-        from cumulus.pipeline.client import find_engine
-        from cumulus.pipeline.triggers import EngineStepTrigger
-
         client = find_engine(settings)
         if client is None:
             return False

@@ -46,6 +46,8 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import ExitCode
+from cumulus.pipeline.jobs import check_job, job_arguments, run_job
+from cumulus.store.catalog import pyiceberg_catalog
 
 log = logging.getLogger("cumulus.engine.server")
 
@@ -139,8 +141,6 @@ class EngineServer:
     # ------------------------------------------------------------------ API side
 
     def submit(self, job: str, args: list[str], origin: str = "api") -> Step:
-        from cumulus.pipeline.jobs import check_job
-
         check_job(job)
         with self._lock:
             step = Step(next(self._ids), job, [str(a) for a in args], origin)
@@ -224,8 +224,6 @@ class EngineServer:
         tmp.replace(path)
 
     def _run(self, step: Step) -> None:
-        from cumulus.pipeline.jobs import run_job
-
         self._current, step.state, step.started_at = step, RUNNING, _now()
         log.info("step %d: %s %s", step.id, step.job, " ".join(step.args))
         handler, out, root = _StepLog(step), _StepOutput(step), logging.getLogger()
@@ -254,12 +252,9 @@ class EngineServer:
         at the first look, an apply of every source too: a batch ingested before a kill (of
         this engine's predecessor, between its ingest and apply) has no new files to
         announce it, and an apply with nothing to do ends in a moment."""
-        from cumulus.pipeline.jobs import job_arguments
-
         cfg = self.settings.pipeline
         try:
             from cumulus.ingest.landing import plan_epoch
-            from cumulus.store.catalog import pyiceberg_catalog
 
             plan = plan_epoch(pyiceberg_catalog(self.settings), self.settings, cfg)
         except Exception as exc:  # a home being set up, a catalog briefly locked: next time

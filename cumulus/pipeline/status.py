@@ -20,6 +20,11 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import CumulusError
+from cumulus.quality.summary import EPOCH_PAGE, report_dir, reports_root, site_dir
+from cumulus.read import At, Reader
+from cumulus.store.catalog import shared_catalog
+from cumulus.store.files import epoch_counts
+from cumulus.store.ledger import OPEN, ledger_rows, open_epoch
 from cumulus.store.tables import tables_of
 
 TIMING_KEYS = ("apply_s", "repair_s", "fold_s", "compact_maps_s", "tag_s")
@@ -77,9 +82,6 @@ def _age(value, now: dt.datetime) -> float | None:
 
 def epoch_statuses(catalog, settings: Settings, rows=None) -> list[EpochStatus]:
     """Every epoch's status; `rows`: the ledger rows when the caller has read them."""
-    from cumulus.store.files import epoch_counts
-    from cumulus.store.ledger import OPEN, ledger_rows
-
     out = []
     for row in ledger_rows(catalog, settings) if rows is None else rows:
         counts = {"events": row.events, "rejected": row.rejected, "files": row.files, "batches": row.batches}
@@ -111,8 +113,6 @@ def report_link(settings: Settings, epoch: int, validation_detail: str | None) -
     the page in the Data Docs site the ledger row names, else the epoch folder's
     index.html (a home validated before the one site, or moved since: that page forwards
     by relative address); None when neither is on disk."""
-    from cumulus.quality.summary import EPOCH_PAGE, report_dir, reports_root
-
     reports = reports_root(settings.home)
     try:
         page = json.loads(validation_detail or "{}").get("report")
@@ -129,8 +129,6 @@ def report_link(settings: Settings, epoch: int, validation_detail: str | None) -
 def data_docs_link(settings: Settings) -> str | None:
     """The Data Docs site's index relative to `<home>/reports` (every epoch's
     validation), None before the first validation."""
-    from cumulus.quality.summary import reports_root, site_dir
-
     index = site_dir(settings.home) / "index.html"
     return index.relative_to(reports_root(settings.home)).as_posix() if index.is_file() else None
 
@@ -141,8 +139,6 @@ def view_statuses(
     """Every view's stable snapshot and freshness; `rows` and `versions`: the ledger rows
     and table_versions when the caller has read them."""
     from cumulus.engine.publish import stable_epoch
-    from cumulus.read import At
-    from cumulus.store.ledger import ledger_rows
 
     now = now or dt.datetime.now(dt.UTC)
     versions = table_versions(catalog, settings) if versions is None else versions
@@ -186,9 +182,6 @@ def view_statuses(
 
 
 def pipeline_status(settings: Settings, catalog=None) -> dict[str, Any]:
-    from cumulus.store.catalog import shared_catalog
-    from cumulus.store.ledger import ledger_rows, open_epoch
-
     if catalog is None:
         catalog = shared_catalog(settings)
     versions = table_versions(catalog, settings)
@@ -245,8 +238,6 @@ def table_versions(catalog, settings: Settings) -> dict[str, str]:
 
 def _reader(catalog, settings: Settings, versions: dict[str, str]):
     """A Reader whose compiled views are kept while the registry keeps its version."""
-    from cumulus.read import Reader
-
     reader = Reader(settings, catalog)
     key = ("compiled", settings.home, versions.get(tables_of(settings).registry.pyiceberg))
     if key[2] is not None and key in _MEMO:

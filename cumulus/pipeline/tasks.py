@@ -10,12 +10,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from cumulus.config import load_settings
+from cumulus.store.catalog import pyiceberg_catalog
+
 log = logging.getLogger("cumulus.pipeline")
 
 
 def _home(home: str):
-    from cumulus.config import load_settings
-
     settings = load_settings(home)
     return settings, settings.pipeline
 
@@ -25,7 +26,6 @@ def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
     param, else the data interval's epoch for a backfill or with catchup on, else the
     open epoch); then the ledger decides what is left to do (plan_epoch)."""
     from cumulus.ingest.landing import plan_epoch, run_epoch_choice
-    from cumulus.store.catalog import pyiceberg_catalog
 
     settings, cfg = _home(home)
     run = context.get("dag_run")
@@ -46,7 +46,6 @@ def run_epoch(home: str, context: Mapping[str, Any]) -> dict[str, Any]:
 def open_sources(home: str) -> list[str]:
     """Sources with files of the open epoch not taken yet (the micro-batch's work)."""
     from cumulus.ingest.landing import plan_epoch
-    from cumulus.store.catalog import pyiceberg_catalog
 
     settings, cfg = _home(home)
     plan = plan_epoch(pyiceberg_catalog(settings), settings, cfg)
@@ -61,7 +60,6 @@ def published_extra(home: str, epoch: int) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowFailException
 
     from cumulus.ingest.landing import PUBLISHED
-    from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import ledger_row
 
     settings, _ = _home(home)

@@ -10,6 +10,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from cumulus.errors import CumulusError
+from cumulus.pipeline.client import EngineClient
+
 
 class LandingReadyTrigger(BaseTrigger):
     """Fires {"ready": True} once `folder` is ready (its `ready_marker` file, or any file
@@ -70,9 +73,6 @@ class EngineStepTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from cumulus.errors import CumulusError
-        from cumulus.pipeline.client import EngineClient
-
         client, offset, silent_since = EngineClient(self.url), self.offset, None
         while True:
             try:

@@ -19,6 +19,7 @@ from cumulus.quality.facts import MapFacts
 from cumulus.schema import STRING, Relation
 from cumulus.spark.local import local_frame
 from cumulus.sql.sqltext import spark_literal
+from cumulus.store.fold import base_rows
 from cumulus.store.maps import VALUE_TYPES, key_slots, key_type, value_slot
 from cumulus.store.tables import Home, tag_name
 
@@ -124,8 +125,6 @@ def base_frame(
     stored with a nonzero count (the fold layers summed, cumulus.store.fold.base_rows).
     `touched`: only the tuples the epoch's events changed."""
     from pyspark.sql import functions as F
-
-    from cumulus.store.fold import base_rows
 
     parts = []
     for r in relations:

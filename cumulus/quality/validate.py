@@ -25,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.errors import NoSuchEpochError, QualityError
 from cumulus.faults import fault_point
+from cumulus.quality import frames
+from cumulus.quality.facts import map_facts
+from cumulus.quality.gxrun import GxRun
+from cumulus.quality.oracle import (
+    Tolerance,
+    ViewComparison,
+    compare_view,
+    recompute,
+    register_expanded_base,
+)
 from cumulus.quality.spec import SuiteSpec, load_suites
 from cumulus.quality.summary import (
     FAILED,
@@ -39,9 +49,14 @@ from cumulus.quality.summary import (
     write_epoch_page,
     write_summary,
 )
+from cumulus.read import At, Reader
+from cumulus.store.catalog import pyiceberg_catalog
+from cumulus.store.files import committed_batches
+from cumulus.store.home import load_home_schema
 from cumulus.store.ledger import CLOSED, PUBLISHED, ledger_row, ledger_rows, transition
 from cumulus.store.ledger import FAILED as FAILED_STATE
-from cumulus.store.tables import Home
+from cumulus.store.registry import live, registry
+from cumulus.store.tables import Home, pyiceberg_name
 
 if TYPE_CHECKING:
 
@@ -185,10 +200,6 @@ class Scope:
 
 def _scope(home: Home, epoch: int) -> Scope:
     from cumulus.engine.registry import compile_registered
-    from cumulus.quality.facts import map_facts
-    from cumulus.store.catalog import pyiceberg_catalog
-    from cumulus.store.home import load_home_schema
-    from cumulus.store.registry import live, registry
 
     schema = load_home_schema(home.settings)
     rows = registry(home.spark, home.settings)
@@ -224,10 +235,6 @@ def _run(
     home: Home, epoch: int, specs: dict[str, SuiteSpec], say: Progress, full: bool
 ) -> dict:
     import pandas as pd
-
-    from cumulus.quality import frames
-    from cumulus.quality.gxrun import GxRun
-    from cumulus.store.files import committed_batches
 
     scope = _scope(home, epoch)
     folder = report_dir(home.settings, epoch)
@@ -318,15 +325,6 @@ def _oracle(home: Home, scope: Scope, epoch: int, spec: SuiteSpec, run: GxRun, s
     tagged relations are registered: a view over an untagged one fails its own check."""
     import pandas as pd
 
-    from cumulus.quality.oracle import (
-        Tolerance,
-        ViewComparison,
-        compare_view,
-        recompute,
-        register_expanded_base,
-    )
-    from cumulus.read import At, Reader
-
     tolerance = Tolerance(
         float(spec.meta.get("double_relative_tolerance", 1e-9)), float(spec.meta.get("double_absolute_tolerance", 1e-9))
     )
@@ -371,8 +369,6 @@ def _oracle(home: Home, scope: Scope, epoch: int, spec: SuiteSpec, run: GxRun, s
 
 def _tag_snapshot(catalog, table: str, epoch: int) -> int | None:
     """The snapshot id the tag epoch-N of `table` points at (None: no tag, or no table)."""
-    from cumulus.store.tables import pyiceberg_name
-
     try:
         snapshot = catalog.load_table(pyiceberg_name(table)).snapshot_by_name(f"epoch-{epoch}")
     except Exception as exc:  # a missing table has no tag either

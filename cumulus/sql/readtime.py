@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from cumulus.m3.ast import Const
 from cumulus.m3.interpreter import divide
-from cumulus.sql.sqltext import quotient_sql
+from cumulus.output import text as show
+from cumulus.sql.sqltext import quotient_sql, spark_literal
 
 # ---------------------------------------------------------------- expressions
 
@@ -340,9 +342,6 @@ def _decimal_literal(v: Decimal) -> tuple[int, int]:
 
 
 def _sql(e: RExpr, ref, types) -> _Sql:
-    from cumulus.m3.ast import Const
-    from cumulus.sql.sqltext import spark_literal
-
     if isinstance(e, Ref):
         t = types[e.name]
         return _Sql(ref(e.name), t, _SPARK_MAX, 6) if t == "decimal" else _Sql(ref(e.name), t)
@@ -442,8 +441,6 @@ def text(e: RExpr) -> str:
     if isinstance(e, Ref):
         return e.name
     if isinstance(e, Lit):
-        from cumulus.output import text as show
-
         return "NULL" if e.value is None else (f"'{e.value}'" if e.type in ("string",) else
                                                f"DATE '{show(e.value)}'" if e.type == "date" else show(e.value))
     if isinstance(e, Arith):

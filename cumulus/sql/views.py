@@ -21,8 +21,10 @@ from decimal import Decimal
 
 from cumulus.config import DEFAULT_DIALECT
 from cumulus.m3.ast import MapDecl, Program, Trigger
+from cumulus.m3.dataflow import dataflow
 from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
+from cumulus.output import sort_key
 from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
 from cumulus.sql.frontend import BoundView, bind_view
@@ -106,8 +108,6 @@ class ViewPlan:
 
     def presented(self, rows: list[tuple]) -> list[tuple]:
         """Rows as readers show them: the view's order, else sorted (NULLs first)."""
-        from cumulus.output import sort_key
-
         return list(rows) if self.ordered else sorted(rows, key=sort_key)
 
     def group_positions(self) -> tuple[int, ...]:
@@ -149,8 +149,6 @@ class Compilation:
 
     def sharing(self) -> dict[str, list[str]]:
         """For each map, the views whose results depend on it (directly or through deltas)."""
-        from cumulus.m3.dataflow import dataflow
-
         flow = dataflow(self.program)
         out: dict[str, list[str]] = {}
         for view in self.views.values():

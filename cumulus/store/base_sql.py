@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from cumulus.config import DEFAULT_DIALECT
 from cumulus.schema import Relation, Schema
-from cumulus.store.tables import Home
+from cumulus.store.fold import base_rows
+from cumulus.store.tables import Home, tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -29,9 +30,6 @@ def register_expanded_base(
     base.<rel> at the tag (or on the main branch: `at_tag=False`, for a caller that knows
     nothing was folded since epoch N closed), expanded (below). Returns the views' names,
     to drop afterwards."""
-    from cumulus.store.fold import base_rows
-    from cumulus.store.tables import tag_name
-
     names = []
     for rel in relations.base if isinstance(relations, Schema) else relations:
         name = temp_view_name(rel.name, epoch)

@@ -36,6 +36,7 @@ from cumulus.config import Settings
 from cumulus.store.commit import table_metadata
 from cumulus.store.fold import compact_base
 from cumulus.store.home import load_home_schema
+from cumulus.store.ledger import APPLIED, DONE, OPEN, compact_ledger, ledger_rows
 from cumulus.store.lock import catalog_lock
 from cumulus.store.maps import compact_maps
 from cumulus.store.tables import (
@@ -83,8 +84,6 @@ def existing_tables(home: Home) -> list[str]:
 def retention_cutoff(reader, settings: Settings, retain_for: dt.timedelta, now: dt.datetime | None = None) -> dt.datetime:
     """Snapshots older than this may go: `retain_for` ago, or earlier while an epoch that
     opened before that is still open or unclosed (its applies pin map snapshots)."""
-    from cumulus.store.ledger import APPLIED, OPEN, ledger_rows
-
     now = now or dt.datetime.now(dt.UTC)
     cutoff = now - retain_for
     for row in ledger_rows(reader, settings):
@@ -135,7 +134,6 @@ def maintain(
     """Expire and/or compact every table of the home (or `tables`); one report per table."""
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
-    from cumulus.store.ledger import DONE, compact_ledger, ledger_rows
 
     catalog = home.catalog
     bases = {home.tables.base(r.name): r for r in load_home_schema(home.settings).relations}

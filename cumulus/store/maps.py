@@ -33,6 +33,7 @@ from cumulus.m3.validate import MapInfo
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
 from cumulus.store import commit
+from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import MERGE_ON_READ, STABLE, Home, tables_of
 
 if TYPE_CHECKING:
@@ -103,8 +104,6 @@ def read_entries(scan: Any, infos: Mapping[str, MapInfo], tasks: list | None = N
     """The entries of the maps `infos` read by one `entries_scan` (`tasks`: those of its
     planned files to read, when the caller planned them): a function of a map's name
     giving {key tuple: value}, each map summed when first asked for."""
-    from cumulus.store.rows import scan_arrow
-
     rows = scan_arrow(scan, tasks).sort_by("map")  # each map's rows contiguous: a slice
     bounds: dict[str, list[int]] = {}
     for i, name in enumerate(rows.column("map").to_pylist()):

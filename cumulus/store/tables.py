@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.errors import SchemaError
+from cumulus.errors import ConfigError, SchemaError
 from cumulus.schema import Relation, Schema
+from cumulus.spark.session import ensure_catalog_tables, spark_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -310,9 +311,6 @@ def attach_catalog(home: Home) -> None:
     """Make the home's catalog usable in its Spark session (a no-op for the session's own home).
     Spark keeps one session per process; a test or tool working on a second home
     registers that home's catalog under its own name."""
-    from cumulus.errors import ConfigError
-    from cumulus.spark.session import ensure_catalog_tables, spark_conf
-
     conf = spark_conf(home.settings)
     key = f"spark.sql.catalog.{home.catalog}"
     uri_key = f"{key}.uri"

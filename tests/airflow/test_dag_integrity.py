@@ -139,7 +139,7 @@ def test_a_task_follows_its_engine_step_then_defers(monkeypatch):
     shown. The engine's answers are scripted here (the real engine: test_epoch_dag)."""
     from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-    import cumulus.pipeline.client
+    import cumulus.pipeline.operators
     from cumulus.pipeline.client import EngineClient
     from cumulus.pipeline.operators import CumulusSparkJob
 
@@ -157,7 +157,7 @@ def test_a_task_follows_its_engine_step_then_defers(monkeypatch):
 
     def handed(answers, wait_s, job="ingest"):
         engine = Scripted(answers)
-        monkeypatch.setattr(cumulus.pipeline.client, "find_engine", lambda settings: engine)
+        monkeypatch.setattr(cumulus.pipeline.operators, "find_engine", lambda settings: engine)  # (as it calls it)
         task = CumulusSparkJob(task_id=job, job=job, home="/nowhere")
         task.application_args = ["--home", "/nowhere"]
         return task._handed_to_engine({}, None, wait_s, 1), engine
