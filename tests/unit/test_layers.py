@@ -153,3 +153,73 @@ def test_functions_take_a_home_not_a_spark_session_and_settings() -> None:
                 if any(names[i:i + 2] == ["spark", "settings"] for i in range(len(names))):
                     pairs.append(f"{f.relative_to(PACKAGE)}:{node.lineno} {node.name}")
     assert not pairs, pairs
+
+
+# Third-party packages whose import costs (a JVM bridge, Arrow, a SQL parser, ...): a
+# module imports a cumulus module inside a function only to put one of these off.
+HEAVY = {"pyspark", "py4j", "pyiceberg", "pyarrow", "pandas", "numpy", "airflow", "great_expectations", "duckdb",
+         "dbt", "sqlalchemy", "yaml", "sqlglot", "matplotlib", "fastapi", "rich"}
+
+
+def _top_level_imports(path: Path) -> tuple[set[str], set[str], list[tuple[int, str]]]:
+    """A module's imports at import time (outside functions and `if TYPE_CHECKING`): the
+    cumulus modules and the third-party packages; and its function-local cumulus imports."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def enclosed(node: ast.AST) -> tuple[bool, bool]:  # (in a function, under TYPE_CHECKING)
+        in_function = checking = False
+        while (node := parents.get(node)) is not None:
+            in_function |= isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            checking |= isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        return in_function, checking
+
+    internal, external, local = set(), set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        in_function, checking = enclosed(node)
+        if checking:
+            continue
+        if in_function:
+            local += [(node.lineno, node.module)] if isinstance(node, ast.ImportFrom) and names[0].startswith(
+                "cumulus") else []
+            continue
+        for name in names:
+            (internal if name.startswith("cumulus") else external).add(name)
+    return internal, {n.split(".")[0] for n in external}, local
+
+
+def test_function_local_imports_only_put_off_a_heavy_package() -> None:
+    """A function-local import of a cumulus module is one whose import (with its own
+    imports, and its packages' __init__) would pull a heavy package its importer does not
+    already pull; any other belongs at the top of the module."""
+    modules = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    direct = {name: _top_level_imports(f) for name, f in modules.items()}
+
+    def heavy(name: str, seen: set[str]) -> set[str]:
+        found = set()
+        parts = name.split(".")
+        for prefix in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):  # packages' __init__ first
+            if prefix in modules and prefix not in seen:
+                seen.add(prefix)
+                internal, external, _ = direct[prefix]
+                found |= external & HEAVY
+                for target in internal:
+                    found |= heavy(target, seen)
+        return found
+
+    bad = []
+    for name, (_, _, local) in direct.items():
+        mine = heavy(name, set())
+        for line, target in local:
+            if heavy(target, set()) <= mine:
+                bad.append(f"{modules[name].relative_to(PACKAGE.parent)}:{line} imports {target} in a function")
+    assert bad == [], "import these at the top of the module:\n" + "\n".join(bad)
