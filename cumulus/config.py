@@ -281,7 +281,9 @@ class Settings:
     # Any other table (without a MERGE's delete files) that holds at most this many rows is
     # written from the driver too, with the rows Spark's query gives, collected as Arrow:
     # rewritten whole, or its touched groups' rows in place of theirs (0: Spark writes it).
-    results_collect_rows: int = 2_000_000
+    # Each such write is a copy of the table, which its epoch-N tag keeps: above this, a
+    # touched update is a MERGE, whose delete file and new rows follow the touched groups.
+    results_collect_rows: int = 200_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"
     # picks the cheaper from the costs earlier epochs measured (cumulus/engine/recompute.py).

@@ -32,7 +32,8 @@ changes; a PyIceberg commit about 0.1 s):
    them, or the touched groups' and their keys), collected as Arrow, and the driver
    writes them, with the table's rows of the other groups when touched (read back and
    dropped as the MERGE's `<=>` matches them: `_without_groups`), and the tag, in one
-   commit (`spark-collected`);
+   commit (`spark-collected`). Each is a copy of the table that its tag keeps, so the
+   bound also bounds what an epoch adds to storage; a larger table takes a MERGE;
 3. Spark alone otherwise: a new table, a MERGE, a whole write, then ALTER TABLE's tag.
 
 Spark's work runs `table_workers` tables at once; the driver's commits one at a time,
