@@ -36,8 +36,9 @@ changes; a PyIceberg commit about 0.1 s):
    bound also bounds what an epoch adds to storage; a larger table takes a MERGE;
 3. Spark alone otherwise: a new table, a MERGE, a whole write, then ALTER TABLE's tag.
 
-Spark's work runs `table_workers` tables at once; the driver's commits one at a time,
-after them (a thread of its own beside Spark measured slower: its Python holds the GIL
+The driver's own rows (1) are written first; then Spark's work, `table_workers` tables
+at once; then the driver's commits of Spark's rows (2), one at a time (the driver's
+writes in a thread of their own beside Spark measured slower: its Python holds the GIL
 that py4j's calls wait for).
 
 A marker table's property (`results._published`) records the epoch every table shows,
