@@ -404,20 +404,31 @@ def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple])
     they do not fit them exactly (other columns, or a value the column's type would round)."""
     import pyarrow as pa
 
-    if list(schema.names) != list(plan.column_names):
-        log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view,
-                 ", ".join(schema.names), ", ".join(plan.column_names))
+    if not _view_columns(schema, view, plan):
         return None
-    if any(pa.types.is_timestamp(f.type) for f in schema):  # (PySpark's rows give them in the process's zone)
+    if any(pa.types.is_timestamp(f.type) for f in schema):  # (a naive datetime's zone would be guessed)
         log.info("results.%s: a timestamp column: written by Spark", view)
         return None
     try:
         columns = [pa.array([r[i] for r in rows], type=field.type) for i, field in enumerate(schema)]
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-        log.warning("results.%s: a row does not fit the table's columns from the driver (%s): written by Spark",
-                    view, e)
+        _does_not_fit(view, e)
         return None
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _view_columns(schema: pa.Schema, view: str, plan: ViewPlan) -> bool:
+    """Whether a results table's columns are its view's, by name and order (logged when not)."""
+    if list(schema.names) == list(plan.column_names):
+        return True
+    log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view,
+             ", ".join(schema.names), ", ".join(plan.column_names))
+    return False
+
+
+def _does_not_fit(view: str, error: Exception) -> None:
+    log.warning("results.%s: a row does not fit the table's columns from the driver (%s): written by Spark",
+                view, error)
 
 
 def _fitted(schema: pa.Schema, view: str, plan: ViewPlan, rows: pa.Table) -> pa.Table | None:
@@ -429,16 +440,16 @@ def _fitted(schema: pa.Schema, view: str, plan: ViewPlan, rows: pa.Table) -> pa.
     def plain(type_: pa.DataType) -> pa.DataType:  # (PyIceberg reads and writes strings as large ones)
         return pa.string() if pa.types.is_large_string(type_) else type_
 
-    if (list(schema.names) != list(plan.column_names) or rows.num_columns != len(schema)
-            or [plain(t) for t in rows.schema.types] != [plain(t) for t in schema.types]):
-        log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view, schema,
-                 rows.schema)
+    if not _view_columns(schema, view, plan):
+        return None
+    if [plain(t) for t in rows.schema.types] != [plain(t) for t in schema.types]:
+        log.info("results.%s: its column types (%s) are not the query's (%s): written by Spark", view,
+                 ", ".join(map(str, schema.types)), ", ".join(map(str, rows.schema.types)))
         return None
     try:
         return rows.rename_columns(schema.names).cast(schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:  # (a NULL: required)
-        log.warning("results.%s: a row does not fit the table's columns from the driver (%s): written by Spark",
-                    view, e)
+        _does_not_fit(view, e)
         return None
 
 

@@ -186,8 +186,8 @@ def _top_level_imports(path: Path) -> tuple[set[str], set[str], list[tuple[int, 
         if checking:
             continue
         if in_function:
-            local += [(node.lineno, node.module)] if isinstance(node, ast.ImportFrom) and names[0].startswith(
-                "cumulus") else []
+            if isinstance(node, ast.ImportFrom) and node.module.startswith("cumulus"):
+                local.append((node.lineno, node.module))
             continue
         for name in names:
             (internal if name.startswith("cumulus") else external).add(name)
