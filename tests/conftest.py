@@ -29,8 +29,9 @@ TESTS = Path(__file__).resolve().parent
 # later; a wrong order costs minutes, never a result.
 LONGEST_FIRST = [
     "engine/test_kill_loop.py", "engine/test_epochs.py", "airflow/test_epoch_dag.py",
-    "airflow/test_airflow_standalone.py", "engine/test_cluster.py", "engine/test_parallel_applies.py",
-    "engine/test_repair_and_faults.py", "airflow/test_warm_engine.py",
+    "airflow/test_airflow_standalone.py", "engine/test_full_refresh.py", "engine/test_cluster.py",
+    "engine/test_parallel_applies.py", "engine/test_repair_and_faults.py", "platform/test_wheel.py",
+    "airflow/test_warm_engine.py",
 ]
 
 
