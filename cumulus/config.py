@@ -253,6 +253,10 @@ class Settings:
     # (cumulus/engine/driver_apply.py); a larger one by a Spark plan. 0: always Spark.
     apply_local_events: int = 5_000
     apply_local_rows: int = 200_000
+    # A rebuild or back-fill from base.* whose relations hold at most this many tuples is
+    # evaluated in the driver by the reference interpreter (driver_apply.driver_rebuild);
+    # a larger one by Spark plans. 0: always Spark.
+    rebuild_local_rows: int = 20_000
     # `view add` refuses a view whose maps would hold more entries than this per row of the
     # relations it reads, estimated from base.* at the latest closed epoch
     # (cumulus/sql/estimate.py), unless it is forced (`view add --force`). 0: no bound.

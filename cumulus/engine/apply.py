@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.driver_apply import driver_deltas
+from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, driver_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import EpochOrderError, NoSuchTableError
@@ -262,10 +262,10 @@ def _evaluated(
 
             record.events = sum(counts.values())
             schema = StructType([StructField(c, t) for c, t in columns])
-            return (local_frame(home.spark, local.rows, schema) if local.rows else None), local.bytes_read, "in the driver"
+            return (local_frame(home.spark, local.rows, schema) if local.rows else None), local.bytes_read, IN_DRIVER
     events, counts = batch_events(home, plan, record, counts)
     record.events = sum(counts.values())
-    return evaluate_batch(plan, events, map_state(home, record.read_snapshot), counts), 0, "by Spark"
+    return evaluate_batch(plan, events, map_state(home, record.read_snapshot), counts), 0, BY_SPARK
 
 
 def taken_batches(records: list[ApplyRecord]) -> set[str]:

@@ -185,12 +185,14 @@ def close_epoch(home: Home, plan: BatchPlan, epoch: int, rebuild_maps: bool = Fa
         fault_point("close.after-fold")
         if rebuild is not None:
             with steps("recompute"):
-                recompute_maps(home, plan, rebuild)
+                way = recompute_maps(home, plan, rebuild)
                 if program_changed(home.spark, home.settings, plan.checked.program):  # the maps are this program's from N on
                     _adopt_program(home, plan, epoch)
             rebuild.seconds, rebuild.status = steps.metrics["recompute_s"], "done"
             save_record(home, rebuild)
             steps.metrics["recompute_rows"] = base_rows(home, plan)
+            if way is not None:  # (None: a retry found the rebuild's commit)
+                steps.metrics["recompute_evaluated"] = way
             fault_point("close.after-recompute")
         fulls = registered_full_views(home.spark, home.settings)
         if fulls:  # the views kept by full refresh, over base.* as folded

@@ -13,7 +13,11 @@ the Spark plan computes. Arithmetic is exact (Decimal with 80 digits); a decimal
 rounded to the maps' scale as Spark's cast rounds it (half up). A value the maps' types
 cannot hold as Spark would write it (an int beyond BIGINT, a decimal beyond DECIMAL(38,6)
 or a decimal key finer than its scale) sends the batch the Spark way, as does a batch over
-`apply_local_events` events or whose maps hold over `apply_local_rows` rows."""
+`apply_local_events` events or whose maps hold over `apply_local_rows` rows.
+
+A rebuild or back-fill from base.* of at most `rebuild_local_rows` tuples is evaluated
+here too (`driver_rebuild`): the same interpreter from an empty state, the derived
+relations of nested queries included."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from cumulus.config import Settings
 from cumulus.m3.ast import MapRef
 from cumulus.m3.interpreter import Event, Interpreter, coerce
 from cumulus.schema import DECIMAL_SCALE
+from cumulus.sql.derived import settle
 from cumulus.store.catalog import shared_catalog
 from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.rows import scan_arrow
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cumulus.apply")
 
+IN_DRIVER, BY_SPARK = "in the driver", "by Spark"  # where a batch's or a rebuild's deltas were evaluated
 _EXACT = decimal.Context(prec=80)  # the interpreter's arithmetic here: exact for any DECIMAL(38, s)
 _QUANTUM = decimal.Decimal(1).scaleb(-DECIMAL_SCALE)
 _DECIMAL_LIMIT = decimal.Decimal(10) ** (38 - DECIMAL_SCALE)
@@ -82,6 +88,60 @@ def driver_deltas(
                     interpreter.process(event)
         rows = _delta_rows(plan, interpreter.journal, columns)
     return None if rows is None else DriverDeltas(rows, read_bytes[0])
+
+
+def driver_rebuild(settings: Settings, plan: BatchPlan, tag: str | None, columns: Sequence[str]) -> DriverDeltas | None:
+    """The delta rows of every map `plan`'s statements write, evaluated from an empty
+    state over base.* (at `tag`, else main): each base tuple an insert of its
+    multiplicity (a delete where it is negative), relation by relation in the plan's
+    order, then the derived relations' rows (nested queries) as inserts, as the Spark
+    rebuild evaluates them (recompute.evaluate_from_base).
+    None when the base relations hold over `rebuild_local_rows` tuples (counted from
+    their manifests, then as multiplicities), or a value is not as Spark would write
+    it: the rebuild then goes the Spark way. TPC-H's 22 queries over 7,285 tuples: 2.9 s
+    here against about 95 s as Spark plans, whose cost is per operator, not per row."""
+    limit = settings.rebuild_local_rows
+    if limit <= 0:
+        return None
+    catalog, read_bytes = shared_catalog(settings), [0]
+    tables = tables_of(settings)
+    scans = {}
+    for rel in plan.order:
+        table = catalog.load_table(tables.base(rel).pyiceberg)
+        snapshot = table.snapshot_by_name(tag) if tag is not None else table.current_snapshot()
+        if snapshot is None:  # an empty table (no commit yet), or a tag that is gone
+            if tag is not None:
+                return None
+            continue
+        scans[rel] = table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=(*plan.params[rel], "mult"))
+    tasks = {rel: list(scan.plan_files()) for rel, scan in scans.items()}
+    stored = sum(t.file.record_count for files in tasks.values() for t in files)
+    if stored > limit:
+        log.info("base.* holds %d rows (over rebuild_local_rows = %d): rebuilding with Spark", stored, limit)
+        return None
+    tuples = {rel: _columns(scan_arrow(scans[rel], tasks[rel], read_bytes), (*plan.params[rel], "mult")) for rel in scans}
+    if sum(abs(m or 0) for rows in tuples.values() for *_, m in rows) > limit:
+        log.info("base.* holds over rebuild_local_rows = %d tuples (multiplicities): rebuilding with Spark", limit)
+        return None
+    interpreter = Interpreter(plan.checked)
+    interpreter.journal = {}
+    with decimal.localcontext(_EXACT):
+        for rel in plan.order:
+            for *values, mult in tuples.get(rel, ()):
+                event = Event("+" if (mult or 0) > 0 else "-", rel, tuple(values))
+                for _ in range(abs(mult or 0)):
+                    interpreter.process(event)
+        # Then the derived relations' rows (nested queries), inserted as the Spark rebuild
+        # inserts them (engine/derived.py), each after those it reads (sql/derived.py).
+        settle(interpreter, plan.derived, {name: {} for name in plan.derived})
+        written = {bs.statement.target.name for stmts in plan.statements.values() for bs in stmts}
+        rows = _delta_rows(plan, {k: v for k, v in interpreter.journal.items() if k[0] in written}, columns)
+    return None if rows is None else DriverDeltas(rows, read_bytes[0])
+
+
+def _columns(rows: Any, names: Sequence[str]) -> list[tuple]:
+    """An Arrow table's rows as tuples of the columns `names`, in that order."""
+    return list(zip(*(rows.column(c).to_pylist() for c in names), strict=True))
 
 
 def _maps_read(plan: BatchPlan, relations: Sequence[str]) -> list[str]:

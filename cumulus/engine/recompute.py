@@ -29,14 +29,17 @@ from typing import TYPE_CHECKING, Any
 from cumulus.config import Settings
 from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
 from cumulus.engine.derived import derived_deltas
+from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, driver_rebuild
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
 from cumulus.errors import NoSuchTableError
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
+from cumulus.spark.local import local_frame
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
 from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
+    delta_columns,
     entries_columns,
     mark_program,
     program_mark,
@@ -162,40 +165,56 @@ def program_changed(reader: Any, settings: Settings, program: Program) -> str | 
 
 def evaluate_from_base(
     home: Home, plan: BatchPlan, tag: str | None = None
-) -> DataFrame | None:
-    """Every map of `plan` computed from base.* (at `tag`, else main), as delta rows: the
+) -> tuple[DataFrame | None, str]:
+    """Every map of `plan` computed from base.* (at `tag`, else main), as delta rows (None:
+    none), and where the base relations' deltas were evaluated (IN_DRIVER or BY_SPARK): the
     program evaluated over each relation's tuples as inserts of their multiplicity, from
-    an empty state (a rebuild, and a new view's back-fill)."""
+    an empty state (a rebuild, and a new view's back-fill), then the derived relations'
+    rows (nested queries) inserted. A base of at most `rebuild_local_rows` tuples is
+    evaluated in the driver (driver_apply.driver_rebuild), a larger one by Spark plans."""
     from pyspark.sql import functions as F
 
-    events: dict[str, DataFrame] = {}
-    sizes: dict[str, int] = {}  # each relation's rows (its layers' too), from its metadata: no job
-    for rel in plan.order:
-        reader = home.spark.read.format("iceberg")
-        if tag is not None:
-            reader = reader.option("tag", tag)
-        events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-        sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
     nothing = home.spark.table(home.tables.maps).where(F.lit(False))
-    values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
-    if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
+    columns = delta_columns(plan.maps.values())
+    started = time.perf_counter()
+    local = driver_rebuild(home.settings, plan, tag, [c for c, _ in columns])
+    way = IN_DRIVER if local is not None else BY_SPARK
+    if local is not None:  # a small base: the interpreter's deltas (driver_apply.py)
+        from pyspark.sql.types import StructField, StructType
+
+        schema = StructType([StructField(c, t) for c, t in columns])
+        values = local_frame(home.spark, local.rows, schema) if local.rows else None
+        log.info("from base.*: %d delta rows evaluated in the driver (%.1f s)", len(local.rows),
+                 time.perf_counter() - started)
+    else:
+        events: dict[str, DataFrame] = {}
+        sizes: dict[str, int] = {}  # each relation's rows (its layers' too), from its metadata: no job
+        for rel in plan.order:
+            reader = home.spark.read.format("iceberg")
+            if tag is not None:
+                reader = reader.option("tag", tag)
+            events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+            sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
+        values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
+    if plan.derived and local is None:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
         values = without_statistics(values) if values is not None else None
         state = nothing if values is None else nothing.unionByName(values, allowMissingColumns=True)
         nested = derived_deltas(plan, nothing, state, workers=home.settings.table_workers)
         if nested is not None:
             values = nested if values is None else summed(union_all([values, nested]))
-    return values
+    return values, way
 
 
-def recompute_maps(home: Home, plan: BatchPlan, record: ApplyRecord) -> int:
+def recompute_maps(home: Home, plan: BatchPlan, record: ApplyRecord) -> str | None:
     """Rebuild every map from base.* (main: the epoch folded) in one overwrite commit, unless
-    the record's commit exists (a retry). Returns the rows the rebuild wrote."""
+    the record's commit exists (a retry). Returns where the base relations' deltas were
+    evaluated (evaluate_from_base), None when the commit existed."""
     from pyspark.sql import functions as F
 
-    mine = batch_commit(home, record.batch_id)
+    mine, way = batch_commit(home, record.batch_id), None
     if mine is None:
         started = time.perf_counter()
-        values = evaluate_from_base(home, plan)
+        values, way = evaluate_from_base(home, plan)
         table = home.tables.maps
         rows = home.spark.table(table)
         version = {"epoch": record.epoch, "source_id": COMPACTED_SOURCE, "seq": 0}
@@ -206,11 +225,12 @@ def recompute_maps(home: Home, plan: BatchPlan, record: ApplyRecord) -> int:
         kept.writeTo(table).options(**props).overwrite(F.lit(True))
         mine = batch_commit(home, record.batch_id)
         assert mine is not None, f"{table}: the commit of {record.batch_id} is not in its history"
-        log.info("epoch %d: maps rebuilt from base.* (%.1f s)", record.epoch, time.perf_counter() - started)
+        log.info("epoch %d: maps rebuilt from base.*, evaluated %s (%.1f s)", record.epoch, way,
+                 time.perf_counter() - started)
     record.written_snapshot = mine.snapshot_id
     record.deltas = int(mine.summary.get("added-records", 0))
     record.maps_written = int(mine.summary.get("changed-partition-count", 0))
-    return record.deltas
+    return way
 
 
 def recompute_record(epoch: int, pending: Pending) -> ApplyRecord:

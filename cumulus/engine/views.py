@@ -84,7 +84,7 @@ def backfill(
     """Evaluate the program over base.* (each tuple an insert of its multiplicity) from an
     empty state, the statements `maps` need only, and write the deltas of `maps`."""
     plan = restricted(plan, set(maps))
-    deltas = evaluate_from_base(home, plan, tag_name(epoch) if epoch is not None else None)
+    deltas, _ = evaluate_from_base(home, plan, tag_name(epoch) if epoch is not None else None)
     record = ApplyRecord(
         batch_id=f"backfill-{name}", kind="backfill", epoch=epoch or 0, source_id=0, status="started",
         ingest_batches=[], events_snapshots={}, read_snapshot=None,

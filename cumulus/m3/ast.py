@@ -30,10 +30,15 @@ class Expr:
     def children(self) -> tuple[Expr, ...]:
         return ()
 
-    def walk(self) -> Iterator[Expr]:
-        yield self
-        for child in self.children():
-            yield from child.walk()
+    def walk(self) -> tuple[Expr, ...]:
+        """This expression and every expression inside it, in pre-order. Kept once
+        computed (the tree is immutable): the validator, the compiler and the engine walk
+        the same statements many times (a program of the view corpus, millions of times)."""
+        nodes = self.__dict__.get("_walk")
+        if nodes is None:
+            nodes = (self, *(n for child in self.children() for n in child.walk()))
+            object.__setattr__(self, "_walk", nodes)
+        return nodes
 
 
 @dataclass(frozen=True)

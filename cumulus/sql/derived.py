@@ -13,7 +13,7 @@ few deletes and inserts per touched group."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from cumulus.m3.interpreter import Event, Interpreter
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
@@ -71,24 +71,33 @@ class Maintainer:
         return self
 
     def settle(self) -> None:
-        """Bring the derived relations' groups the last events touched up to date (each
-        after those it reads: its own events touch the groups of the next ones)."""
-        journal = self.interp.journal or {}
-        for name, plan in self.compilation.derived.items():
-            uses = self.uses[name]
-            groups = {tuple(key[p] for p in uses[m]) for m, key in journal if m in uses}
-            for group in groups:
-                def read(m: str, group: tuple = group, uses: dict = uses) -> dict[tuple, object]:
-                    return dict(self.interp.state[m].matching(uses[m], group)) if m in uses else {}
-
-                new = signed_rows(plan, read)
-                for sign, row in changes(self.rows[name].get(group, Counter()), new):
-                    self.interp.process(Event(sign, name, row))
-                if new:
-                    self.rows[name][group] = new
-                else:
-                    self.rows[name].pop(group, None)
+        """Bring the derived relations' groups the last events touched up to date."""
+        settle(self.interp, self.compilation.derived, self.rows, self.uses)
         self.interp.journal = None
+
+
+def settle(interp: Interpreter, derived: Mapping[str, ViewPlan], rows: dict[str, dict[tuple, Counter]],
+           uses: Mapping[str, dict[str, tuple[int, ...]]] | None = None) -> None:
+    """Bring the groups of the `derived` relations (in order: each after those it reads)
+    that the entries in the interpreter's journal name up to date: their change, as
+    events, processed through the program. Its own events touch the groups of the next
+    relations (the journal grows). `rows`: each relation's rows per group as last
+    settled (updated; empty from an empty state); `uses`: _group_positions per relation."""
+    journal = interp.journal or {}
+    for name, plan in derived.items():
+        mine = uses[name] if uses is not None else _group_positions(plan)
+        groups = {tuple(key[p] for p in mine[m]) for m, key in journal if m in mine}
+        for group in groups:
+            def read(m: str, group: tuple = group, mine: dict = mine) -> dict[tuple, object]:
+                return dict(interp.state[m].matching(mine[m], group)) if m in mine else {}
+
+            new = signed_rows(plan, read)
+            for sign, row in changes(rows[name].get(group, Counter()), new):
+                interp.process(Event(sign, name, row))
+            if new:
+                rows[name][group] = new
+            else:
+                rows[name].pop(group, None)
 
 
 def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:

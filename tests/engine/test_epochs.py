@@ -81,12 +81,14 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     (the views' and the program's) == the interpreter. `modes[k]`: epoch_mode of epoch
     k + 1 ("auto" beyond). With nothing measured, auto recomputes epoch 1 (base.* is
     empty) and applies epoch 2 (then the applies of epoch 2 give the first measure).
-    `local_events`: the home's apply_local_events (0: every apply by a Spark plan).
+    `local_events`: the home's apply_local_events (0: every apply by a Spark plan, and
+    every rebuild too: rebuild_local_rows = 0).
     `results`: the close writes results.<view> too, and each equals its view at the tag."""
     settings = new_home(tmp_path / "home", f"eng{next(_homes)}", results)
     home = Home(spark, settings)
     if local_events is not None:
-        settings = with_overrides(settings, apply_local_events=local_events)
+        settings = with_overrides(settings, apply_local_events=local_events,
+                                  **({"rebuild_local_rows": 0} if local_events == 0 else {}))
         home = Home(spark, settings)
     init_home(home, TPCH)
     add_source(settings, "a", 1)
@@ -134,6 +136,8 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
             assert metrics["applies_bytes_read"] > 0 and metrics["applies_bytes_written"] > 0
         else:
             assert metrics["recompute_rows"] > 0 and metrics["repaired_batches"] == 0
+            # rebuilt by Spark plans where every apply is (local_events = 0), else in the driver
+            assert metrics["recompute_evaluated"] == ("by Spark" if local_events == 0 else "in the driver")
         compacted += metrics["compacted_map_rows"]
         shown = cli_json(capsys, "--home", str(settings.home), "epoch", "show", str(epoch), "--format", "json")
         assert {"field": "state", "value": "closed"} in shown

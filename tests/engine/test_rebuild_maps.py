@@ -1,5 +1,6 @@
 """Issue 47 on a home: the issue's view over nullable columns is exact on the Spark apply
-(apply_local_events = 0; the driver apply runs the interpreter, tested in the unit tier);
+(apply_local_events = 0; the driver apply runs the interpreter, tested in the unit tier)
+and on the Spark rebuild (a base over rebuild_local_rows);
 maps written wrong (as an older compiler wrote them) are found by the full validation
 (the oracle recomputes every view over base.*) and corrected by `epoch close --rebuild`,
 which rebuilds every map from base.* at the close."""
@@ -33,7 +34,8 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     root.mkdir()
     (root / "cumulus.toml").write_text(f'catalog = "rebuild{next(_homes)}"\nspark_master = "local[2]"\npublish = "closed"\n')
     (tmp_path / "schema.sql").write_text(DDL)
-    settings = with_overrides(load_settings(root), apply_local_events=0)
+    # rebuilds of at most 1 tuple in the driver: these go to Spark (test_full_refresh.py's in the driver)
+    settings = with_overrides(load_settings(root), apply_local_events=0, rebuild_local_rows=1)
     engine = Engine(settings, spark=spark)
     from cumulus.store.home import init_home
 
@@ -41,6 +43,7 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     add_source(settings, "a", 1)
     engine.add_view("v", VIEW, "sql")
     reader = Reader(settings)
+    rebuilt: dict[int, str] = {}  # epoch -> where its rebuild evaluated the deltas
 
     def epoch(n: int, text: str, **close) -> list[tuple]:
         landing = tmp_path / f"e{n}"
@@ -48,7 +51,9 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
         (landing / "sessions.csv").write_text(text)
         engine.ingest("a", [str(landing)], "dbtoaster")
         engine.apply("a")
-        engine.close(**close)
+        _, metrics = engine.close(**close)
+        if metrics["mode"] == "recompute":
+            rebuilt[n] = metrics["recompute_evaluated"]
         return reader.read_view("v", At(n))
 
     assert epoch(1, FIRST) == [("tab let", 9.0, -4)]
@@ -61,6 +66,7 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
     assert outcome is not None and not outcome.passed, "the full validation must find the wrong view"
     got = epoch(3, "", rebuild_maps=True)
     assert got == [("tab let", float(Decimal("9.00")), -1)]
+    assert rebuilt == {3: "by Spark"}
     outcome = engine.validate(3, full=True)
     assert outcome is not None and outcome.passed
 
@@ -76,6 +82,7 @@ def test_the_issue_view_on_spark_and_a_rebuild_corrects_wrong_maps(spark, tmp_pa
         Reader(settings).read_view("v")
     _, metrics = engine.close()
     assert metrics["mode"] == "recompute" and "another version" in metrics["mode_reason"]
+    assert metrics["recompute_evaluated"] == "by Spark"
     assert Reader(settings).read_view("v", At(4)) == [("tab let", float((Decimal("10.25") + Decimal("1.25")) / 2 - Decimal("1.25")), -1 + 1 - 3)]
     with pytest.raises(ReadError, match="read epoch 4 or later"):
         Reader(settings).read_view("v", At(3))
