@@ -176,7 +176,8 @@ def close_epoch(home: Home, plan: BatchPlan, epoch: int, rebuild_maps: bool = Fa
             repaired = 0 if rebuild else repair_epoch(home, plan, epoch)
         if plan.derived and rebuild is None:  # nested queries: their groups the epoch changed (a rebuild does it too)
             with steps("derived"):
-                derive_epoch(home, plan, epoch)
+                if (how := derive_epoch(home, plan, epoch)) is not None:
+                    steps.metrics["derived_evaluated"] = how
             fault_point("close.after-derived")
         with steps("fold"):
             folds = fold_epoch(home, epoch)

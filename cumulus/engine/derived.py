@@ -29,6 +29,7 @@ from cumulus.engine.apply import (
     save_record,
     write_deltas,
 )
+from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, driver_derived
 from cumulus.engine.evaluate import (
     BatchPlan,
     counted,
@@ -37,9 +38,10 @@ from cumulus.engine.evaluate import (
     without_statistics,
 )
 from cumulus.parallel import for_each
+from cumulus.spark.local import local_frame
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
 from cumulus.store.commit import table_metadata, total_records
-from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
+from cumulus.store.maps import COMPACTED_SOURCE, delta_columns, group_keys, summed, unversioned
 from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
@@ -178,11 +180,14 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     return summed(union_all(parts))
 
 
-def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
+def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> str | None:
     """The close's step: the derived relations' change over epoch `epoch` (the maps' rows
     of earlier epochs, before; with this epoch's, after) applied in one commit marked
-    `derived-N` (kept when a retry finds it). None when the plan has no derived relation."""
+    `derived-N` (kept when a retry finds it). Returns where it was evaluated: in the
+    driver over a small state (driver_apply.driver_derived), else by Spark; None when
+    the plan has no derived relation or a retry found the commit."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
 
     if not plan.derived:
         return None
@@ -192,23 +197,32 @@ def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> ApplyRecord | None:
         ingest_batches=[], events_snapshots={}, read_snapshot=None,
         started_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
-    deltas = None
+    deltas, how = None, None
     if batch_commit(home, record.batch_id) is None:
         # One snapshot of maps.entries for every read of the step. A small state is
         # materialized once (each read of a scan costs its planning, more than the rows);
         # a large one is read where it is used, each read pruned to the maps it names.
         meta = table_metadata(home.spark, home.tables.maps)
         snapshot = meta.get("current-snapshot-id")
-        rows = home.spark.table(home.tables.maps) if snapshot in (None, -1) else (
-            home.spark.read.format("iceberg").option("snapshot-id", snapshot).load(str(home.tables.maps)))
-        deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
-                                rows.where(F.col("epoch") == epoch), workers=home.settings.table_workers,
-                                materialize=total_records(meta) <= MATERIALIZED_STATE_ROWS)
+        columns = delta_columns(plan.maps.values())
+        local = None if snapshot in (None, -1) else driver_derived(
+            home.settings, plan, epoch, snapshot, [c for c, _ in columns])
+        if local is not None:  # a small state: in the driver (driver_apply.py), no Spark job
+            schema = StructType([StructField(c, t) for c, t in columns])
+            deltas = local_frame(home.spark, local.rows, schema) if local.rows else None
+            how = IN_DRIVER
+        else:
+            rows = home.spark.table(home.tables.maps) if snapshot in (None, -1) else (
+                home.spark.read.format("iceberg").option("snapshot-id", snapshot).load(str(home.tables.maps)))
+            deltas = derived_deltas(plan, rows.where(F.col("epoch") < epoch), rows.where(F.col("epoch") <= epoch),
+                                    rows.where(F.col("epoch") == epoch), workers=home.settings.table_workers,
+                                    materialize=total_records(meta) <= MATERIALIZED_STATE_ROWS)
+            how = BY_SPARK
     record_written(record, write_deltas(home, record, deltas))
     record.seconds = round(time.perf_counter() - started, 3)
     record.status = "done"
     record.finished_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     save_record(home, record)
-    log.info("epoch %d: derived relations applied: %d delta rows in %d maps (%.1f s)", epoch, record.deltas,
-             record.maps_written, record.seconds)
-    return record
+    log.info("epoch %d: derived relations applied%s: %d delta rows in %d maps (%.1f s)", epoch,
+             f" (evaluated {how})" if how else "", record.deltas, record.maps_written, record.seconds)
+    return how

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import decimal
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from cumulus.config import Settings
 from cumulus.m3.ast import MapRef
 from cumulus.m3.interpreter import Event, Interpreter, coerce
 from cumulus.schema import DECIMAL_SCALE
-from cumulus.sql.derived import settle
+from cumulus.sql.derived import settle, settles_by_group
 from cumulus.store.catalog import shared_catalog
 from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.rows import scan_arrow
@@ -101,7 +101,7 @@ def driver_rebuild(settings: Settings, plan: BatchPlan, tag: str | None, columns
     it: the rebuild then goes the Spark way. TPC-H's 22 queries over 7,285 tuples: 2.9 s
     here against about 95 s as Spark plans, whose cost is per operator, not per row."""
     limit = settings.rebuild_local_rows
-    if limit <= 0:
+    if limit <= 0 or not all(settles_by_group(view) for view in plan.derived.values()):
         return None
     catalog, read_bytes = shared_catalog(settings), [0]
     tables = tables_of(settings)
@@ -157,28 +157,81 @@ def _load_maps(
 ) -> bool:
     """Load the entries of maps `names` at `snapshot` of maps.entries into the interpreter
     (each entry the sum of its rows); False when they hold over `apply_local_rows` rows."""
-    import pyarrow.compute as pc
     from pyiceberg.expressions import In
 
-    scan = catalog.load_table(tables_of(settings).maps.pyiceberg).scan(row_filter=In("map", names), snapshot_id=snapshot)
+    rows = _map_rows(catalog, settings, In("map", names), snapshot, read_bytes)
+    if rows is None:
+        return False
+    for name, _, key, value in _entries(plan, rows, names):
+        interpreter.state[name].add(key, value)
+    return True
+
+
+def _map_rows(catalog: Any, settings: Settings, where: Any, snapshot: int, read_bytes: list[int]) -> Any:
+    """The rows of maps.entries at `snapshot` that `where` (a PyIceberg expression)
+    selects, as Arrow; None when they are over `apply_local_rows` (from the manifests,
+    before anything is read)."""
+    scan = catalog.load_table(tables_of(settings).maps.pyiceberg).scan(row_filter=where, snapshot_id=snapshot)
     tasks = list(scan.plan_files())
     stored = sum(t.file.record_count for t in tasks)
     if stored > settings.apply_local_rows:
         log.info("maps read hold %d rows (over apply_local_rows = %d): applying with Spark", stored, settings.apply_local_rows)
-        return False
-    rows = scan_arrow(scan, tasks, read_bytes)
+        return None
+    return scan_arrow(scan, tasks, read_bytes)
+
+
+def _entries(plan: BatchPlan, rows: Any, names: Sequence[str]) -> Iterator[tuple[str, int, tuple, Any]]:
+    """The rows (Arrow, shaped as maps.entries') of maps `names`: (map, epoch, key, value
+    as the interpreter holds it); rows with no value are none."""
+    import pyarrow.compute as pc
+
     have = set(rows.column_names)
     for name in names:
         info = plan.maps[name]
         slots = [*key_slots(info), value_slot(info.type)]
-        if any(slot not in have for slot in slots):  # slots added after `snapshot`: no rows of the map there
+        if any(slot not in have for slot in slots):  # slots added after the snapshot: no rows of the map there
             continue
-        part = rows.filter(pc.equal(rows["map"], name)).select(slots)
-        store = interpreter.state[name]
-        for *key, value in zip(*(column.to_pylist() for column in part.columns), strict=True):
+        part = rows.filter(pc.equal(rows["map"], name)).select(["epoch", *slots])
+        for epoch, *key, value in zip(*(column.to_pylist() for column in part.columns), strict=True):
             if value is not None:
-                store.add(tuple(key), coerce(value, info.type))
-    return True
+                yield name, epoch, tuple(key), coerce(value, info.type)
+
+
+def driver_derived(
+    settings: Settings, plan: BatchPlan, epoch: int, snapshot: int, columns: Sequence[str],
+) -> DriverDeltas | None:
+    """The close's derived step (engine/derived.py: derive_epoch) in the driver: the maps
+    the derived relations read, at `snapshot` of maps.entries, loaded twice, without
+    epoch `epoch`'s rows (before) and with them (after); for every group of a derived
+    relation that an entry of the epoch names, its rows over both are compared and the
+    change is processed through the program over the after state, each relation after
+    those it reads (sql/derived.py: settle); its journal is the step's delta rows. The
+    Spark step's result, without its Spark jobs. None (the Spark way) when applies go
+    the Spark way (apply_local_events = 0), the maps hold over `apply_local_rows` rows,
+    or a value is not as Spark would write it."""
+    from pyiceberg.expressions import And, In, LessThanOrEqual
+
+    if settings.apply_local_events <= 0 or not all(settles_by_group(view) for view in plan.derived.values()):
+        return None
+    needed = sorted({m for name, view in plan.derived.items() for m in (*view.maps, *plan.reads.get(name, ()))})
+    read_bytes = [0]
+    rows = _map_rows(shared_catalog(settings), settings, And(In("map", needed), LessThanOrEqual("epoch", epoch)),
+                     snapshot, read_bytes)
+    if rows is None:
+        return None
+    before, after = Interpreter(plan.checked), Interpreter(plan.checked)
+    touched = set()
+    for name, at, key, value in _entries(plan, rows, needed):
+        after.state[name].add(key, value)
+        if at < epoch:
+            before.state[name].add(key, value)
+        else:
+            touched.add((name, key))
+    after.journal = {}
+    with decimal.localcontext(_EXACT):
+        settle(after, plan.derived, {name: {} for name in plan.derived}, touched=touched, before=before)
+        out = _delta_rows(plan, after.journal, columns)
+    return None if out is None else DriverDeltas(out, read_bytes[0])
 
 
 def _events(
@@ -216,11 +269,17 @@ def _delta_rows(plan: BatchPlan, journal: Mapping[tuple[str, tuple], Any], colum
         row: list[Any] = [None] * len(columns)
         row[position["map"]], row[position[value_slot(info.type)]] = name, value
         for slot, type_, k in zip(key_slots(info), info.key_types, key, strict=True):
-            if type_ == "decimal" and k is not None and decimal.Decimal(k).as_tuple().exponent < -DECIMAL_SCALE:  # type: ignore[operator]
+            if type_ == "decimal" and k is not None and not _fits_scale(decimal.Decimal(k)):  # type: ignore[arg-type]
                 return None
             row[position[slot]] = int(k) if type_ == "int" and k is not None else k
         out.append(tuple(row))
     return out
+
+
+def _fits_scale(key: decimal.Decimal) -> bool:
+    """Whether a decimal key is exact at the maps' scale (19.5000000 is, as 19.500000;
+    19.5000001 is not: Spark's cast would round it)."""
+    return key == key.quantize(_QUANTUM, context=_EXACT)
 
 
 def _value(total: Any, type_: str) -> Any:

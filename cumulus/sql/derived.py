@@ -12,6 +12,7 @@ few deletes and inserts per touched group."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -77,27 +78,50 @@ class Maintainer:
 
 
 def settle(interp: Interpreter, derived: Mapping[str, ViewPlan], rows: dict[str, dict[tuple, Counter]],
-           uses: Mapping[str, dict[str, tuple[int, ...]]] | None = None) -> None:
+           uses: Mapping[str, dict[str, tuple[int, ...]]] | None = None, touched: Iterable[tuple[str, tuple]] = (),
+           before: Interpreter | None = None) -> None:
     """Bring the groups of the `derived` relations (in order: each after those it reads)
-    that the entries in the interpreter's journal name up to date: their change, as
-    events, processed through the program. Its own events touch the groups of the next
-    relations (the journal grows). `rows`: each relation's rows per group as last
-    settled (updated; empty from an empty state); `uses`: _group_positions per relation."""
-    journal = interp.journal or {}
+    that the entries in the interpreter's journal, or `touched` ((map, key) pairs), name
+    up to date: their change, as events, processed through the program. Its own events
+    touch the groups of the next relations (the journal grows). `rows`: each relation's
+    rows per group as last settled (updated); a group not in it had its rows over
+    `before`'s maps (none without it: an empty state). `uses`: _group_positions per
+    relation."""
+    journal = interp.journal if interp.journal is not None else {}  # (the same dict: it grows)
+    touched = list(touched)
     for name, plan in derived.items():
         mine = uses[name] if uses is not None else _group_positions(plan)
-        groups = {tuple(key[p] for p in mine[m]) for m, key in journal if m in mine}
+        groups = {tuple(key[p] for p in mine[m]) for m, key in itertools.chain(journal, touched) if m in mine}
         for group in groups:
-            def read(m: str, group: tuple = group, mine: dict = mine) -> dict[tuple, object]:
-                return dict(interp.state[m].matching(mine[m], group)) if m in mine else {}
-
-            new = signed_rows(plan, read)
-            for sign, row in changes(rows[name].get(group, Counter()), new):
+            old = rows[name].get(group)
+            if old is None:
+                old = Counter() if before is None else _group_rows(before, plan, mine, group)
+            new = _group_rows(interp, plan, mine, group)
+            for sign, row in changes(old, new):
                 interp.process(Event(sign, name, row))
             if new:
                 rows[name][group] = new
             else:
                 rows[name].pop(group, None)
+
+
+def settles_by_group(plan: ViewPlan) -> bool:
+    """Whether `settle` can find the derived relation's change group by group: every map
+    its view (and each signed part) reads is keyed by the group variables (a nested query
+    has no LIMIT and no subqueries of its own: sql/nested.py refuses them)."""
+    try:
+        _group_positions(plan)
+    except ValueError:  # a map over fewer variables than the group
+        return False
+    return True
+
+
+def _group_rows(interp: Interpreter, plan: ViewPlan, uses: Mapping[str, tuple[int, ...]], group: tuple) -> Counter:
+    """A derived relation's rows of one group (`signed_rows`) over the interpreter's maps."""
+    def read(m: str) -> dict[tuple, object]:
+        return dict(interp.state[m].matching(uses[m], group)) if m in uses else {}
+
+    return signed_rows(plan, read)
 
 
 def _group_positions(plan: ViewPlan) -> dict[str, tuple[int, ...]]:

@@ -134,6 +134,8 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
             assert metrics["mode"] == mode
         if metrics["mode"] == "incremental":
             assert metrics["applies_bytes_read"] > 0 and metrics["applies_bytes_written"] > 0
+            if plan.derived:  # nested queries: their change by Spark where every apply is, else in the driver
+                assert metrics["derived_evaluated"] == ("by Spark" if local_events == 0 else "in the driver")
         else:
             assert metrics["recompute_rows"] > 0 and metrics["repaired_batches"] == 0
             # rebuilt by Spark plans where every apply is (local_events = 0), else in the driver

@@ -103,6 +103,7 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
             assert metrics["recompute_evaluated"] == "in the driver"  # 7,285 tuples: at most rebuild_local_rows
         else:
             assert metrics["mode"] == "incremental" and metrics["derived_rows_written"] > 0, metrics  # nested groups
+            assert metrics["derived_evaluated"] == "in the driver"  # a state of at most apply_local_rows
         assert metrics["refresh_s"] > 0, metrics  # the full refresh's cost, in the epoch's metrics
         oracle = DuckOracle(schema, alive_after([r.event for r in rows], alive))
         at = reader.stable(epoch)

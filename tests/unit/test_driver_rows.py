@@ -38,3 +38,7 @@ def test_delta_rows_fill_their_maps_slots_and_drop_zero_sums() -> None:
     ]
     # A decimal key finer than the slot's scale: Spark's cast would merge keys; Spark's way.
     assert _delta_rows(PLAN, {("by_price", (Decimal("0.0000001"),)): 1.0}, COLUMNS) is None
+    # One written with more digits than the scale but exact at it (0.5 * SUM(x) gives
+    # 19.5000000): the driver's, as the slot holds it.
+    rows = _delta_rows(PLAN, {("by_price", (Decimal("19.5000000"),)): 1.0}, COLUMNS)
+    assert rows == [("by_price", None, 1.0, None, Decimal("19.5000000"), None, None)]
