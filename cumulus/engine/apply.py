@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cumulus.config import Settings
-from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, driver_deltas
+from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, DriverDeltas, driver_deltas
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all
 from cumulus.engine.metrics import StageMeter, human_bytes
 from cumulus.errors import EpochOrderError, NoSuchTableError
@@ -255,17 +255,29 @@ def _evaluated(
     a Spark plan. Sets `record.events`."""
     counts = _manifest_counts(home, plan, record)
     if counts is not None:
-        columns = delta_columns(plan.maps.values())
-        local = driver_deltas(home.settings, plan, record, counts, [c for c, _ in columns])
+        local = driver_deltas(home.settings, plan, record, counts, delta_names(plan))
         if local is not None:
-            from pyspark.sql.types import StructField, StructType
-
             record.events = sum(counts.values())
-            schema = StructType([StructField(c, t) for c, t in columns])
-            return (local_frame(home.spark, local.rows, schema) if local.rows else None), local.bytes_read, IN_DRIVER
+            return driver_frame(home, plan, local), local.bytes_read, IN_DRIVER
     events, counts = batch_events(home, plan, record, counts)
     record.events = sum(counts.values())
     return evaluate_batch(plan, events, map_state(home, record.read_snapshot), counts), 0, BY_SPARK
+
+
+def delta_names(plan: BatchPlan) -> list[str]:
+    """The columns of the plan's delta rows (`delta_columns`), as a driver evaluation
+    (driver_apply.py) fills its rows."""
+    return [c for c, _ in delta_columns(plan.maps.values())]
+
+
+def driver_frame(home: Home, plan: BatchPlan, local: DriverDeltas) -> DataFrame | None:
+    """A driver evaluation's delta rows as a frame of the plan's delta columns (None: no
+    rows)."""
+    from pyspark.sql.types import StructField, StructType
+
+    if not local.rows:
+        return None
+    return local_frame(home.spark, local.rows, StructType([StructField(c, t) for c, t in delta_columns(plan.maps.values())]))
 
 
 def taken_batches(records: list[ApplyRecord]) -> set[str]:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 from cumulus.engine.apply import (
     ApplyRecord,
     batch_commit,
+    delta_names,
+    driver_frame,
     record_written,
     save_record,
     write_deltas,
@@ -38,10 +40,9 @@ from cumulus.engine.evaluate import (
     without_statistics,
 )
 from cumulus.parallel import for_each
-from cumulus.spark.local import local_frame
 from cumulus.sql.mapsql import Restriction, plan_sql, view_groups
 from cumulus.store.commit import table_metadata, total_records
-from cumulus.store.maps import COMPACTED_SOURCE, delta_columns, group_keys, summed, unversioned
+from cumulus.store.maps import COMPACTED_SOURCE, group_keys, summed, unversioned
 from cumulus.store.tables import Home
 
 if TYPE_CHECKING:
@@ -157,8 +158,7 @@ def derived_deltas(plan: BatchPlan, before: DataFrame, after: DataFrame,
     from pyspark.sql import functions as F
 
     # Only the maps the derived relations' views and triggers read, each state read once.
-    needed = list(dict.fromkeys(m for name, view in plan.derived.items()
-                                for m in (*view.maps, *plan.reads.get(name, ()))))
+    needed = plan.derived_reads
     before, after = (s.where(F.col("map").isin(needed)) for s in (before, after))
     if materialize:
         before, after = without_statistics(before), without_statistics(after)
@@ -187,7 +187,6 @@ def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> str | None:
     driver over a small state (driver_apply.driver_derived), else by Spark; None when
     the plan has no derived relation or a retry found the commit."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
 
     if not plan.derived:
         return None
@@ -204,13 +203,10 @@ def derive_epoch(home: Home, plan: BatchPlan, epoch: int) -> str | None:
         # a large one is read where it is used, each read pruned to the maps it names.
         meta = table_metadata(home.spark, home.tables.maps)
         snapshot = meta.get("current-snapshot-id")
-        columns = delta_columns(plan.maps.values())
         local = None if snapshot in (None, -1) else driver_derived(
-            home.settings, plan, epoch, snapshot, [c for c, _ in columns])
+            home.settings, plan, epoch, snapshot, delta_names(plan))
         if local is not None:  # a small state: in the driver (driver_apply.py), no Spark job
-            schema = StructType([StructField(c, t) for c, t in columns])
-            deltas = local_frame(home.spark, local.rows, schema) if local.rows else None
-            how = IN_DRIVER
+            deltas, how = driver_frame(home, plan, local), IN_DRIVER
         else:
             rows = home.spark.table(home.tables.maps) if snapshot in (None, -1) else (
                 home.spark.read.format("iceberg").option("snapshot-id", snapshot).load(str(home.tables.maps)))

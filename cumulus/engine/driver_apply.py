@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import decimal
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,10 +82,7 @@ def driver_deltas(
                 log.warning("epoch %d source %d: the manifest counts %d %s events, the events table holds %d; "
                             "applying with Spark", record.epoch, record.source_id, counts[rel], rel, len(events))
                 return None
-            for values, op in events:
-                event = Event("+" if op > 0 else "-", rel, values)
-                for _ in range(abs(op)):
-                    interpreter.process(event)
+            _process(interpreter, rel, events)
         rows = _delta_rows(plan, interpreter.journal, columns)
     return None if rows is None else DriverDeltas(rows, read_bytes[0])
 
@@ -119,24 +116,31 @@ def driver_rebuild(settings: Settings, plan: BatchPlan, tag: str | None, columns
     if stored > limit:
         log.info("base.* holds %d rows (over rebuild_local_rows = %d): rebuilding with Spark", stored, limit)
         return None
-    tuples = {rel: _columns(scan_arrow(scans[rel], tasks[rel], read_bytes), (*plan.params[rel], "mult")) for rel in scans}
-    if sum(abs(m or 0) for rows in tuples.values() for *_, m in rows) > limit:
+    events = {rel: [(row[:-1], row[-1] or 0) for row in _columns(scan_arrow(scans[rel], tasks[rel], read_bytes),
+                                                                   (*plan.params[rel], "mult"))] for rel in scans}
+    if sum(abs(op) for tuples in events.values() for _, op in tuples) > limit:
         log.info("base.* holds over rebuild_local_rows = %d tuples (multiplicities): rebuilding with Spark", limit)
         return None
     interpreter = Interpreter(plan.checked)
     interpreter.journal = {}
     with decimal.localcontext(_EXACT):
         for rel in plan.order:
-            for *values, mult in tuples.get(rel, ()):
-                event = Event("+" if (mult or 0) > 0 else "-", rel, tuple(values))
-                for _ in range(abs(mult or 0)):
-                    interpreter.process(event)
+            _process(interpreter, rel, events.get(rel, ()))
         # Then the derived relations' rows (nested queries), inserted as the Spark rebuild
         # inserts them (engine/derived.py), each after those it reads (sql/derived.py).
         settle(interpreter, plan.derived, {name: {} for name in plan.derived})
         written = {bs.statement.target.name for stmts in plan.statements.values() for bs in stmts}
         rows = _delta_rows(plan, {k: v for k, v in interpreter.journal.items() if k[0] in written}, columns)
     return None if rows is None else DriverDeltas(rows, read_bytes[0])
+
+
+def _process(interpreter: Interpreter, rel: str, events: Iterable[tuple[tuple, int]]) -> None:
+    """Each event of `rel` (values, op: a signed multiplicity) through the interpreter, as
+    |op| inserts or deletes."""
+    for values, op in events:
+        event = Event("+" if op > 0 else "-", rel, tuple(values))
+        for _ in range(abs(op)):
+            interpreter.process(event)
 
 
 def _columns(rows: Any, names: Sequence[str]) -> list[tuple]:
@@ -213,7 +217,7 @@ def driver_derived(
 
     if settings.apply_local_events <= 0 or not all(settles_by_group(view) for view in plan.derived.values()):
         return None
-    needed = sorted({m for name, view in plan.derived.items() for m in (*view.maps, *plan.reads.get(name, ()))})
+    needed = plan.derived_reads
     read_bytes = [0]
     rows = _map_rows(shared_catalog(settings), settings, And(In("map", needed), LessThanOrEqual("epoch", epoch)),
                      snapshot, read_bytes)

@@ -100,6 +100,11 @@ class BatchPlan:
             for rel, stmts in self.statements.items()
         }
 
+    @functools.cached_property
+    def derived_reads(self) -> list[str]:
+        """The maps the derived relations' views and triggers read, in order of first use."""
+        return list(dict.fromkeys(m for name, view in self.derived.items() for m in (*view.maps, *self.reads.get(name, ()))))
+
 
 def restricted(plan: BatchPlan, targets: set[str]) -> BatchPlan:
     """The plan's statements that `targets` need: those writing them, and, transitively,

@@ -27,19 +27,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.engine.apply import APPLY_BATCH, RECOMPUTE, ApplyRecord, batch_commit, unapplied
+from cumulus.engine.apply import (
+    APPLY_BATCH,
+    RECOMPUTE,
+    ApplyRecord,
+    batch_commit,
+    delta_names,
+    driver_frame,
+    unapplied,
+)
 from cumulus.engine.derived import derived_deltas
 from cumulus.engine.driver_apply import BY_SPARK, IN_DRIVER, driver_rebuild
 from cumulus.engine.evaluate import BatchPlan, evaluate_batch, union_all, without_statistics
 from cumulus.errors import NoSuchTableError
 from cumulus.m3.ast import Program
 from cumulus.m3.printer import fingerprint
-from cumulus.spark.local import local_frame
 from cumulus.store.commit import EPOCH, table_metadata, total_records, write_options
 from cumulus.store.maps import (
     COMPACTED_SOURCE,
     COMPACTED_THROUGH,
-    delta_columns,
     entries_columns,
     mark_program,
     program_mark,
@@ -174,35 +180,29 @@ def evaluate_from_base(
     evaluated in the driver (driver_apply.driver_rebuild), a larger one by Spark plans."""
     from pyspark.sql import functions as F
 
-    nothing = home.spark.table(home.tables.maps).where(F.lit(False))
-    columns = delta_columns(plan.maps.values())
     started = time.perf_counter()
-    local = driver_rebuild(home.settings, plan, tag, [c for c, _ in columns])
-    way = IN_DRIVER if local is not None else BY_SPARK
-    if local is not None:  # a small base: the interpreter's deltas (driver_apply.py)
-        from pyspark.sql.types import StructField, StructType
-
-        schema = StructType([StructField(c, t) for c, t in columns])
-        values = local_frame(home.spark, local.rows, schema) if local.rows else None
+    local = driver_rebuild(home.settings, plan, tag, delta_names(plan))
+    if local is not None:  # a small base: the interpreter's deltas, nested queries' too (driver_apply.py)
         log.info("from base.*: %d delta rows evaluated in the driver (%.1f s)", len(local.rows),
                  time.perf_counter() - started)
-    else:
-        events: dict[str, DataFrame] = {}
-        sizes: dict[str, int] = {}  # each relation's rows (its layers' too), from its metadata: no job
-        for rel in plan.order:
-            reader = home.spark.read.format("iceberg")
-            if tag is not None:
-                reader = reader.option("tag", tag)
-            events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-            sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
-        values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
-    if plan.derived and local is None:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
+        return driver_frame(home, plan, local), IN_DRIVER
+    events: dict[str, DataFrame] = {}
+    sizes: dict[str, int] = {}  # each relation's rows (its layers' too), from its metadata: no job
+    for rel in plan.order:
+        reader = home.spark.read.format("iceberg")
+        if tag is not None:
+            reader = reader.option("tag", tag)
+        events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+        sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
+    nothing = home.spark.table(home.tables.maps).where(F.lit(False))
+    values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
+    if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
         values = without_statistics(values) if values is not None else None
         state = nothing if values is None else nothing.unionByName(values, allowMissingColumns=True)
         nested = derived_deltas(plan, nothing, state, workers=home.settings.table_workers)
         if nested is not None:
             values = nested if values is None else summed(union_all([values, nested]))
-    return values, way
+    return values, BY_SPARK
 
 
 def recompute_maps(home: Home, plan: BatchPlan, record: ApplyRecord) -> str | None:
