@@ -171,15 +171,16 @@ def _load_maps(
     return True
 
 
-def _map_rows(catalog: Any, settings: Settings, where: Any, snapshot: int, read_bytes: list[int]) -> Any:
+def _map_rows(catalog: Any, settings: Settings, where: Any, snapshot: int, read_bytes: list[int],
+              step: str = "the apply") -> Any:
     """The rows of maps.entries at `snapshot` that `where` (a PyIceberg expression)
     selects, as Arrow; None when they are over `apply_local_rows` (from the manifests,
-    before anything is read)."""
+    before anything is read): then `step` goes to Spark, and the log says so."""
     scan = catalog.load_table(tables_of(settings).maps.pyiceberg).scan(row_filter=where, snapshot_id=snapshot)
     tasks = list(scan.plan_files())
     stored = sum(t.file.record_count for t in tasks)
     if stored > settings.apply_local_rows:
-        log.info("maps read hold %d rows (over apply_local_rows = %d): applying with Spark", stored, settings.apply_local_rows)
+        log.info("maps read hold %d rows (over apply_local_rows = %d): %s by Spark", stored, settings.apply_local_rows, step)
         return None
     return scan_arrow(scan, tasks, read_bytes)
 
@@ -220,7 +221,7 @@ def driver_derived(
     needed = plan.derived_reads
     read_bytes = [0]
     rows = _map_rows(shared_catalog(settings), settings, And(In("map", needed), LessThanOrEqual("epoch", epoch)),
-                     snapshot, read_bytes)
+                     snapshot, read_bytes, step="the derived relations' change")
     if rows is None:
         return None
     before, after = Interpreter(plan.checked), Interpreter(plan.checked)
