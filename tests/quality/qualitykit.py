@@ -49,9 +49,13 @@ def build_shop_home(spark, root: Path) -> ShopHome:
 
     root.mkdir(parents=True, exist_ok=True)
     # results_touched_share = 1: every published epoch updates the results tables by the
-    # groups it touched (MERGE, delete files) that a reader without Cumulus then reads
+    # groups it touched (MERGE, delete files) that a reader without Cumulus then reads.
+    # epoch_mode = incremental: under auto a close of this tiny home may rebuild the maps
+    # (a rebuild in the driver measures about as cheap as a one-event apply, so the choice
+    # follows the machine's load), and after a rebuild every results table is rewritten whole.
     (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n'
-                                       'results_touched_share = 1.0\nresults_touched_min_rows = 0\n')
+                                       'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
+                                       'epoch_mode = "incremental"\n')
     settings = load_settings(root)
     home = Home(spark, settings)
     init_home(home, SHOP)
