@@ -43,7 +43,7 @@ from oracle import DuckOracle, assert_view_equals_sql  # noqa: E402
 
 from cumulus.errors import CumulusError, UnsupportedSQLError  # noqa: E402
 from cumulus.ingest.dbtoaster import read_events  # noqa: E402
-from cumulus.ingest.synthetic import format_value, generate_events  # noqa: E402
+from cumulus.ingest.synthetic import generate_events, write_dbtoaster  # noqa: E402
 from cumulus.schema import Schema, parse_schema  # noqa: E402
 from cumulus.sql.derived import Maintainer  # noqa: E402
 from cumulus.sql.views import Compilation, compile_views  # noqa: E402
@@ -182,12 +182,7 @@ def engine_run(root: Path, work: Path, seed: int = 7) -> dict:
             else:
                 events.append(e)
                 live.append(e.values)
-        folder, lines = work / f"epoch-{epoch}", collections.defaultdict(list)
-        folder.mkdir()
-        for i, e in enumerate(events, 1):
-            lines[e.relation].append("|".join([str(i), "1" if e.sign == "+" else "0", *map(format_value, e.values)]))
-        for rel, text in lines.items():
-            (folder / f"{rel}.csv").write_text("".join(line + "\n" for line in text))
+        folder = write_dbtoaster(events, work / f"epoch-{epoch}", schema)  # (DBToaster's format, with deletes)
         started = time.perf_counter()
         ingest_files(home, "a", [folder], fmt="dbtoaster")
         metrics = close_epoch(home, plan, epoch)
