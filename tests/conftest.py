@@ -96,6 +96,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # C1 only: their Spark jobs are many, tiny and short, so C2's compilations cost more CPU
 # than they save (about 30% of the kill loop's CPU time; docs/STACK.md, "A cold JVM").
 TEST_JVM_OPTIONS = QUICK_JIT
+# ... and their Spark sessions evaluate without generated code (Spark's defaults file in
+# tests/spark-conf: its comment says why).
+TEST_SPARK_CONF = TESTS / "spark-conf"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -105,6 +108,7 @@ def _hermetic_env() -> Iterator[None]:
         for name in [n for n in os.environ if n.startswith("CUMULUS_") and n not in KEPT_ENV]:
             mp.delenv(name)
         mp.setenv("CUMULUS_JVM_OPTIONS", os.environ.get("CUMULUS_JVM_OPTIONS", TEST_JVM_OPTIONS))
+        mp.setenv("SPARK_CONF_DIR", os.environ.get("SPARK_CONF_DIR", str(TEST_SPARK_CONF)))
         yield
 
 
