@@ -96,9 +96,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # C1 only: their Spark jobs are many, tiny and short, so C2's compilations cost more CPU
 # than they save (about 30% of the kill loop's CPU time; docs/STACK.md, "A cold JVM").
 TEST_JVM_OPTIONS = QUICK_JIT
-# ... and their Spark sessions evaluate without generated code (Spark's defaults file in
-# tests/spark-conf: its comment says why).
-TEST_SPARK_CONF = TESTS / "spark-conf"
+# The session of each pytest process evaluates without generated code: it runs thousands
+# of queries of a few rows each, most of a shape of their own, and compiling each one's
+# Java (Janino, then the JIT) cost more CPU than running it interpreted: 12-15% of the
+# in-process Spark tests' CPU time (test_evaluate*, test_epochs; docs/testing.md). Results
+# are the same (Spark falls back to these paths itself where code generation fails). The
+# processes the tests start (CLI, jobs, engine, kill loops) keep Spark's defaults, as the
+# product does: a short-lived JVM gains nothing from this, and its class-data archive
+# holds the code generator's classes.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -108,7 +114,6 @@ def _hermetic_env() -> Iterator[None]:
         for name in [n for n in os.environ if n.startswith("CUMULUS_") and n not in KEPT_ENV]:
             mp.delenv(name)
         mp.setenv("CUMULUS_JVM_OPTIONS", os.environ.get("CUMULUS_JVM_OPTIONS", TEST_JVM_OPTIONS))
-        mp.setenv("SPARK_CONF_DIR", os.environ.get("SPARK_CONF_DIR", str(TEST_SPARK_CONF)))
         yield
 
 
@@ -123,6 +128,6 @@ def spark(settings: Settings):
     """The session-wide SparkSession on `settings`' catalog (the default catalog)."""
     from cumulus.spark.session import spark_session
 
-    session = spark_session(settings, app_name="cumulus-tests")
+    session = spark_session(settings, app_name="cumulus-tests", extra_conf=INTERPRETED)
     yield session
     session.stop()
