@@ -287,6 +287,7 @@ class Engine:
             expire=expire,
             compact=cfg.compact if compact is None else compact,
             target_file_size_mb=cfg.target_file_size_mb,
+            min_input_files=cfg.min_input_files,
             tables=[f"{self.settings.catalog}.{t}" for t in tables] if tables else None,
         )
 

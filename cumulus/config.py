@@ -78,6 +78,7 @@ DEFAULT_DIALECT = "spark"
 #     retain_for = "7d"              # and every snapshot younger than this
 #     compact = true                 # rewrite small data files
 #     target_file_size_mb = 128
+#     min_input_files = 5            # data files a table needs before they are rewritten
 
 ENV_PREFIX = "CUMULUS_PIPELINE_"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -105,6 +106,7 @@ class PipelineConfig:
     retain_for: dt.timedelta = dt.timedelta(days=7)
     compact: bool = True
     target_file_size_mb: int = 128
+    min_input_files: int = 5  # Iceberg's rewrite_data_files default: fewer files are left alone
 
     def __post_init__(self) -> None:
         for name in ("epoch_interval", "microbatch_interval", "poke_interval", "maintenance_interval"):
@@ -112,8 +114,9 @@ class PipelineConfig:
                 raise ConfigError(f"[pipeline] {name} must be positive")
         if self.engine_wait < dt.timedelta(0):
             raise ConfigError("[pipeline] engine_wait must not be negative")
-        if self.retries < 0 or self.retain_last < 1 or self.first_epoch < 1:
-            raise ConfigError("[pipeline] retries >= 0, retain_last >= 1 and first_epoch >= 1 are required")
+        if self.retries < 0 or self.retain_last < 1 or self.first_epoch < 1 or self.min_input_files < 1:
+            raise ConfigError("[pipeline] retries >= 0, retain_last >= 1, first_epoch >= 1 and min_input_files >= 1 "
+                              "are required")
         try:
             self.landing_layout.format(**_layout_probe())
         except (KeyError, IndexError, ValueError) as exc:
@@ -166,7 +169,7 @@ _KINDS = {
     "landing_layout": str, "ready_marker": str, "spark_conn_id": str, "engine_wait": dt.timedelta,
     "pool": str, "retries": int,
     "retry_delay": dt.timedelta, "maintenance_interval": dt.timedelta, "retain_last": int,
-    "retain_for": dt.timedelta, "compact": bool, "target_file_size_mb": int,
+    "retain_for": dt.timedelta, "compact": bool, "target_file_size_mb": int, "min_input_files": int,
 }
 assert set(_KINDS) == {f.name for f in fields(PipelineConfig)}
 

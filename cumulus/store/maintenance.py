@@ -16,7 +16,8 @@ one row per entry (cumulus/store/maps.py: applies append, the close compacts onl
 `map_compaction_ratio`; the open epoch's rows stay as they are, its close repairs against
 them), and the ledger log as each epoch's latest row (cumulus/store/ledger.py), then runs
 Iceberg's rewrite_data_files (bin-pack to
-`target_file_size_mb`, where at least two small files can be merged, and every data file
+`target_file_size_mb`, in tables of at least `min_input_files` data files (Iceberg's default,
+5: a quiet table of a few files costs no Spark job), and every data file
 that has position deletes: row-level SQL on merge-on-read tables leaves those, then
 rewrite_position_delete_files drops the delete files left dangling); rows and tags are
 unchanged. Each procedure is called only where the table's metadata (read without a
@@ -128,6 +129,7 @@ def maintain(
     expire: bool = True,
     compact: bool = True,
     target_file_size_mb: int = 128,
+    min_input_files: int = 5,
     tables: list[str] | None = None,
     now: dt.datetime | None = None,
 ) -> list[TableReport]:
@@ -161,10 +163,10 @@ def maintain(
             # Each procedure is a Spark job or more: called only where the metadata says it
             # may have something to do (two data files in the table, a delete file, an old
             # snapshot no ref points at): never skipped when it has work, sometimes run idle.
-            if compact and (state.data_files >= 2 or state.delete_files):
+            if compact and (state.data_files >= min_input_files or state.delete_files):
                 row = home.spark.sql(
                     f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map("
-                    f"'min-input-files', '2', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
+                    f"'min-input-files', '{int(min_input_files)}', 'target-file-size-bytes', '{target_file_size_mb * 1024 * 1024}', "
                     # a data file with position deletes (row-level SQL, merge-on-read)
                     # is rewritten without the deleted rows; delete files that still cover
                     # other files can stay behind, hence rewrite_position_delete_files below

@@ -223,6 +223,8 @@ def test_racing_closes_and_maintenance_beside_applies_lose_nothing(spark, simple
     apply_source(home, plan, 1, 1)
     apply_source(home, plan, 1, 2, pin=pinned)
     ingest_both(spark, settings, events[half:], tmp_path / "in2")
+    with (settings.home / "cumulus.toml").open("a") as toml:  # compact every table of two files or more
+        toml.write("\n[pipeline]\nmin_input_files = 2\n")  # (the default, 5, leaves this small home's alone)
 
     results = finish([start_cli(settings, "maintenance", "--retain-last", "1", "--retain-for", "0s", "--format", "json"),
                       start_cli(settings, "apply", "--source", "a"), start_cli(settings, "apply", "--source", "b")])
