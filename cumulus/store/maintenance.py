@@ -161,7 +161,7 @@ def maintain(
             if layer_rows or delta_rows or log_rows:
                 state = _State.of(home.spark, table, cutoff, retain_last)
             # Each procedure is a Spark job or more: called only where the metadata says it
-            # may have something to do (two data files in the table, a delete file, an old
+            # may have something to do (min_input_files data files, a delete file, an old
             # snapshot no ref points at): never skipped when it has work, sometimes run idle.
             if compact and (state.data_files >= min_input_files or state.delete_files):
                 row = home.spark.sql(
