@@ -142,7 +142,7 @@ archive="$("$PY" "$ROOT/scripts/class_archive.py" --where)"
 if [ "$archive" != "None" ] && [ -s "$archive" ]; then
     say "class-data archive: ok"
 else
-    say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about 95 s)"
+    say "building the driver JVM's class-data archive (the pipeline once on a throwaway home, about 65 s)"
     "$PY" "$ROOT/scripts/class_archive.py" || say "class-data archive not built: JVMs start without it (slower)"
     # older archives (another pyspark, Java or class path) no JVM here maps any more
     find "$(dirname "$archive")" -maxdepth 1 -name 'spark-*.jsa' ! -path "$archive" -delete 2>/dev/null || true
