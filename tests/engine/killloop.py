@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,25 +111,28 @@ def say(line: str) -> None:
     print(f"{PREFIX} {line}", flush=True)
 
 
-def setup(home: Path, master: str = "local[2]") -> None:
+def setup(home: Path, master: str = "local[2]", spark=None) -> None:
     """A home on the simple schema with the views and three sources (not killed), whose
     steps run on `master` (a standalone cluster's URL: a few shuffle partitions, as its
     data is tiny). The setup itself runs on a local master: creating tables and views
-    needs no executors, and a cluster app would start two executor JVMs for it."""
+    needs no executors, and a cluster app would start two executor JVMs for it. Given a
+    Spark session (a test's), it runs there, under the home's own catalog name."""
     from cumulus.app import Engine
     from cumulus.config import load_settings, with_overrides
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
 
     home.mkdir(parents=True, exist_ok=True)
-    spark = "" if master.startswith("local") else '\n[spark]\n"spark.sql.shuffle.partitions" = "4"\n'
+    conf = "" if master.startswith("local") else '\n[spark]\n"spark.sql.shuffle.partitions" = "4"\n'
+    # A catalog name of its own in a shared session (one name, one home per session).
+    catalog = "kill" if spark is None else f"kill_{zlib.crc32(str(home.resolve()).encode()):08x}"
     # publish = "closed": the loop does not validate, so the close publishes (moves
     # `stable`, writes results.<view>), and kills land in that too.
-    (home / "cumulus.toml").write_text(f'catalog = "kill"\nspark_master = "{master}"\npublish = "closed"\n'
+    (home / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "{master}"\npublish = "closed"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
                                        'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
-                                       f'base_compaction_ratio = 0.5\n{spark}')
-    engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"))
+                                       f'base_compaction_ratio = 0.5\n{conf}')
+    engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"), spark)
     init_home(engine.home, SCHEMA)
     for name, (_, priority) in SOURCES.items():
         add_source(engine.settings, name, priority)
@@ -366,9 +370,10 @@ def verify_stable(settings, out: Outcome) -> None:
 
 
 def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int = 1,
-         progress=print, master: str = "local[2]") -> Outcome:
+         progress=print, master: str = "local[2]", spark=None) -> Outcome:
     """Kill the worker `kills` times at random instants, verify every epoch closed (with
-    no kills: `epochs_ahead` epochs through one run), on Spark `master`."""
+    no kills: `epochs_ahead` epochs through one run), on Spark `master`. The home is set
+    up in `spark` when given (a test's session: a JVM start less), else in a process."""
     from cumulus.config import load_settings
     from cumulus.read import Reader
     from cumulus.store.ledger import APPLIED, DONE, ledger_rows
@@ -378,8 +383,9 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
     home, landing = work / "home", work / "landing"
     budget = 2 * kills + 10  # epochs the stream holds: a run closes one or two before its kill
     stream = Stream.make(landing, budget, seed)
-    done = run_worker(["setup", str(home), master], None)
-    if done.code != 0:
+    if spark is not None:
+        setup(home, master, spark)
+    elif (done := run_worker(["setup", str(home), master], None)).code != 0:
         raise SystemExit(f"the home could not be set up:\n{done.out}")
     settings = load_settings(home)
     out = Outcome()

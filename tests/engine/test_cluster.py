@@ -20,16 +20,17 @@ from sparkcluster import standalone_cluster
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def test_the_pipeline_on_a_standalone_cluster_of_two_workers(tmp_path) -> None:
+def test_the_pipeline_on_a_standalone_cluster_of_two_workers(spark, tmp_path) -> None:
     seed = int(os.environ.get("KILL_SEED", random.randrange(1_000_000)))
     print(f"seed {seed} (KILL_SEED={seed} replays the arrival order)")
     with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
-        out = soak(0, seed, tmp_path / "run", max_delay=0.0, epochs_ahead=2, master=cluster.url)
+        out = soak(0, seed, tmp_path / "run", max_delay=0.0, epochs_ahead=2, master=cluster.url,
+                   spark=spark)
         tasks = cluster.tasks_per_worker()
         status = cluster.status()
         apps = status["completedapps"] + status["activeapps"]
     assert not out.failures, "\n".join(out.failures) + f"\n(seed {seed})"
     assert out.verified == [1, 2] and (out.lost, out.duplicated) == (0, 0), out.line()
-    assert len(apps) == 1, apps  # the pipeline's run (the home's setup runs on a local master)
+    assert len(apps) == 1, apps  # the pipeline's run (the home is set up in this process's session)
     assert all(n > 0 for n in tasks), f"tasks per worker: {tasks}"
     print(out.line(), f"tasks per worker: {tasks}")

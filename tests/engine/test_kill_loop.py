@@ -25,11 +25,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROUND = len(STEPS)
 
 
-def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(tmp_path) -> None:
+def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(spark, tmp_path) -> None:
     kills = int(os.environ.get("KILLS", ROUND))
     seed = int(os.environ.get("KILL_SEED", random.randrange(1_000_000)))
     print(f"kill seed {seed} (KILL_SEED={seed} replays it)")
-    out = soak(kills, seed, tmp_path, max_delay=float(os.environ.get("KILL_MAX_DELAY", 6)))
+    out = soak(kills, seed, tmp_path, max_delay=float(os.environ.get("KILL_MAX_DELAY", 6)), spark=spark)
     print(out.line(), f"kills per step: {dict(out.killed_in)}; {out.sealed} left an epoch sealed")
     assert not out.failures, "\n".join(out.failures) + f"\n(seed {seed})"
     assert out.kills == kills
