@@ -45,13 +45,15 @@ def wait_for(paths: list[Path], what: str, timeout: float = 600) -> None:
         time.sleep(0.1)
 
 
-def setup(home: Path, views: list[str]) -> None:
+def setup(home: Path, views: list[str], spark=None) -> None:
+    """The home's tables, sources and views: in `spark` when given (a test's session), else
+    in this process's own."""
     from cumulus.app import Engine
     from cumulus.config import load_settings
     from cumulus.ingest.sources import add_source
     from cumulus.store.home import init_home
 
-    engine = Engine(load_settings(home))
+    engine = Engine(load_settings(home), spark)
     init_home(engine.home, TPCH)
     for name, (_, priority) in SOURCES.items():
         add_source(engine.settings, name, priority)

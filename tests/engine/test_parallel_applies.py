@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 from enginekit import write_epoch_files
 from oracle import DuckOracle, alive_after, assert_view_equals_sql
-from parallelkit import SOURCES, TPCH
+from parallelkit import SOURCES, TPCH, setup
 from pgkit import postgres_server
 
 from cumulus.config import load_settings
@@ -148,7 +148,7 @@ def run_killing(argv: dict[str, tuple], markers: Path, epochs: int, kills: int, 
     return outs, killed
 
 
-def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> None:
+def test_three_sources_apply_at_once_and_the_close_repairs_them(spark, tmp_path) -> None:
     seed = int(os.environ.get("PARALLEL_SEED", random.randrange(1_000_000)))
     print(f"seed {seed} (PARALLEL_SEED={seed} replays the arrival delays)")
     schema = load_schema(TPCH)
@@ -165,9 +165,7 @@ def test_three_sources_apply_at_once_and_the_close_repairs_them(tmp_path) -> Non
         home.mkdir()
         # publish = "closed": no validation here, the close publishes (kills land in it too)
         (home / "cumulus.toml").write_text(f'catalog = "par"\nspark_master = "local[2]"\npublish = "closed"\n{pg.toml()}')
-        done = subprocess.run([sys.executable, str(KIT), "setup", str(home), *VIEWS], capture_output=True, text=True,
-                              timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
+        setup(home, VIEWS, spark)  # in this process's session (a JVM start less than a process of its own)
         argv = {name: ("source", str(home), str(landing), str(markers), name, str(EPOCHS), str(seed + i))
                 for i, name in enumerate(SOURCES)}
         argv["closer"] = ("closer", str(home), str(markers), str(EPOCHS))
