@@ -124,8 +124,8 @@ def setup(home: Path, master: str = "local[2]", spark=None) -> None:
 
     home.mkdir(parents=True, exist_ok=True)
     conf = "" if master.startswith("local") else '\n[spark]\n"spark.sql.shuffle.partitions" = "4"\n'
-    # A catalog name of its own in a shared session (one name, one home per session).
-    catalog = "kill" if spark is None else f"kill_{zlib.crc32(str(home.resolve()).encode()):08x}"
+    # A catalog name of the home's own: a session (a test's) may hold two homes, one per name.
+    catalog = f"kill_{zlib.crc32(str(home.resolve()).encode()):08x}"
     # publish = "closed": the loop does not validate, so the close publishes (moves
     # `stable`, writes results.<view>), and kills land in that too.
     (home / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "{master}"\npublish = "closed"\n'

@@ -140,10 +140,9 @@ def test_an_apply_of_the_next_epoch_waits_for_the_sealed_one_to_close(spark, sim
     no_batch_twice(spark, settings, plan)
 
 
-def run_cli(settings, *args, fault: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    if fault:
-        env["CUMULUS_FAULT"] = fault
+def run_cli(settings, *args, fault: str) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own, with `fault` injected (CUMULUS_FAULT)."""
+    env = {**os.environ, "CUMULUS_FAULT": fault}
     return subprocess.run(
         [sys.executable, "-m", "cumulus.cli", "--home", str(settings.home), *args],
         env=env, capture_output=True, text=True, timeout=600,
