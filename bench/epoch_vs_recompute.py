@@ -106,6 +106,7 @@ class Row:
     results_driver_s: float = 0.0  # of the whole rewrites, those from the driver (PyIceberg)
     results_collect_s: float = 0.0  # ... and those computed by Spark, written from the driver (summed per table)
     results_s: float = 0.0  # the publish's results tables, all of it (the rest: ledger row, stable branches)
+    results_unchanged: int = 0  # of results_touched, the tables none of whose rows changed: tagged as they were
 
     @property
     def map_bytes_read(self) -> int:
@@ -324,7 +325,8 @@ def run_scale(
                         updates.count("touched") + updates.count("unchanged"), updates.count("whole"),
                         round(whole_s, 2), round(parts.get("keys", 0), 2), round(parts.get("merge", 0), 2),
                         round(parts.get("whole", 0), 2), round(parts.get("driver", 0), 2),
-                        round(parts.get("collect", 0), 2), round(parts.get("total", 0), 2)))
+                        round(parts.get("collect", 0), 2), round(parts.get("total", 0), 2),
+                        results_unchanged=updates.count("unchanged")))
         log.info("SF %s epoch %d: %d events; epoch %.1f s (%s read, %d commits, %d Spark jobs) vs recompute "
                  "%.1f s (%s read) vs DuckDB %.2f s; equal: %s", scale, epoch, events, epoch_s, _mib(epoch_read),
                  commits, jobs, recompute_s, _mib(recompute_read), duckdb_s, equal)
@@ -377,7 +379,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "| SF | epoch | events | lineitem rows | epoch (apply+close) s | recompute s | DuckDB s | recompute / epoch "
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
         "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch "
-        "| results s | results by touched groups / whole | of which keys / rows+MERGE / whole by Spark / "
+        "| results s | results by touched groups (none changed) / whole | of which keys / rows+MERGE / whole by Spark / "
         "Spark's rows from the driver / whole from the driver s "
         "| results all whole s (apart) | all whole / epoch |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|---:|:--:|:--:|---:|---:|",
@@ -389,7 +391,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
             f"{r.duckdb_s:.2f} | {r.ratio:.2f} | {r.commits} | {r.spark_jobs} | {_mib(r.epoch_bytes_read)} | {_mib(r.recompute_bytes_read)} | "
             f"{_mib(r.epoch_bytes_written)} | {r.map_rows:,} | {'yes' if r.equal else 'NO'} | "
             f"{r.compact_s:.1f} | {r.compact_s / every:.2f} | {r.publish_s:.2f} | {r.publish_s / r.epoch_s:.2f} | "
-            f"{r.results_s:.2f} | {r.results_touched} / {r.results_whole} | "
+            f"{r.results_s:.2f} | {r.results_touched} ({r.results_unchanged}) / {r.results_whole} | "
             f"{r.results_keys_s:.1f} / {r.results_merge_s:.1f} / {r.results_whole_part_s:.1f} / "
             f"{r.results_collect_s:.1f} / {r.results_driver_s:.1f} | "
             f"{r.results_whole_s:.2f} | {r.results_whole_s / r.epoch_s:.2f} |"

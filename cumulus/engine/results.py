@@ -16,7 +16,10 @@ A view's table moves from the epoch M it shows to N in one commit, one of two wa
   after a rebuild, say);
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
   with LIMIT, subqueries or rows not keyed by group, a small table or a large share
-  touched; nothing at all when no group was touched.
+  touched;
+- neither (`unchanged`): when no map the view reads has a delta row of those epochs,
+  its entries at N are those at M, and so are its rows: the table's current snapshot is
+  tagged epoch-N from the driver (one small PyIceberg commit), whatever the view's shape.
 
 Who writes it, cheapest first (a Spark write and its tag are two commits and a job or
 more, 0.3-0.9 s per table on 2 cores, and a MERGE about a second however few rows it
@@ -93,45 +96,55 @@ def results_epoch(home: Home) -> int:
     return int(props.get(_DONE_THROUGH, 0))
 
 
-def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[int] | None:
-    """The snapshots of maps.entries whose rows of epochs after `since` hold a delta row
-    of every entry that changed from tag epoch-`since` to tag epoch-`epoch`: the later
-    tag's, and the parent of each compaction between them that compacted such rows (it
-    dropped the entries they summed to zero). None when anything else came between (a
-    rebuild, a rollback, an expired snapshot): then no delta row need show a change."""
+def delta_snapshots(meta: Mapping[str, object], since: int, epoch: int) -> list[tuple[int, int]] | None:
+    """The snapshots of maps.entries that hold a delta row of every entry that changed
+    from tag epoch-`since` to tag epoch-`epoch`, each with the epoch after which its rows
+    are delta rows: the later tag's, and the parent of each compaction between them that
+    compacted such rows (it dropped the entries they summed to zero). A snapshot's rows of
+    an epoch a compaction since `since` went through are that compaction's sums, one row
+    per entry however few changed, so it counts from the compaction's epoch on (its
+    parent holds the delta rows). None when anything else came between (a rebuild, a
+    rollback, an expired snapshot): then no delta row need show a change."""
     refs = meta.get("refs") or {}
     old, new = refs.get(tag_name(since)), refs.get(tag_name(epoch))
     if not old or not new:
         return None
-    found = [new["snapshot-id"]]
     by_id = {snap["snapshot-id"]: snap for snap in meta.get("snapshots", [])}
+    between: list[tuple[int, int | None]] = []  # newest first: (snapshot, the epoch it compacted through)
     for snap, summary in commit.ancestors(meta, new["snapshot-id"]):
         if snap == old["snapshot-id"]:
-            return found
+            break
         operation = summary.get("operation")
         if operation == "replace" or (operation == "append" and int(summary.get(commit.EPOCH, 0)) > since):
-            continue  # a file rewrite (no row changes), a later epoch's deltas
-        if COMPACTED_THROUGH in summary and commit.EPOCH not in summary:  # (a rebuild names its epoch)
-            parent = by_id[snap].get("parent-snapshot-id")
-            if int(summary[COMPACTED_THROUGH]) > since and parent is not None:
-                found.append(parent)
-            continue
-        return None
-    return None  # epoch-`since` is not an ancestor (expired, or another lineage)
+            between.append((snap, None))  # a file rewrite (no row changes), a later epoch's deltas
+        elif COMPACTED_THROUGH in summary and commit.EPOCH not in summary:  # (a rebuild names its epoch)
+            between.append((snap, int(summary[COMPACTED_THROUGH])))
+        else:
+            return None
+    else:
+        return None  # epoch-`since` is not an ancestor (expired, or another lineage)
+    floor, parents = since, []
+    for snap, through in reversed(between):  # oldest first
+        parent = by_id[snap].get("parent-snapshot-id")
+        if through is not None and through > floor:
+            if parent is not None:
+                parents.append((parent, floor))
+            floor = through
+    return [(new["snapshot-id"], floor), *reversed(parents)]
 
 
-def _deltas(home: Home, maps: set[str], since: int, snapshots: list[int]) -> DataFrame:
-    """The rows of `maps` of epochs after `since` in the snapshots (delta_snapshots), read
-    once for every view (their files alone: a row's epoch prunes the rest). Each snapshot
-    is read by the `snapshot-id` option, not `VERSION AS OF`: Spark 3.5 takes two
-    time-travel reads of one table in a query for the same relation (Iceberg's table
-    compares by name), and a DISTINCT over their UNION keeps one of them (measured:
-    1,000 keys instead of 1,569)."""
+def _deltas(home: Home, maps: set[str], snapshots: list[tuple[int, int]]) -> DataFrame:
+    """The delta rows of `maps` in the snapshots (delta_snapshots: each snapshot's rows of
+    the epochs after its own), read once for every view (their files alone: a row's epoch
+    prunes the rest). Each snapshot is read by the `snapshot-id` option, not `VERSION AS
+    OF`: Spark 3.5 takes two time-travel reads of one table in a query for the same
+    relation (Iceberg's table compares by name), and a DISTINCT over their UNION keeps one
+    of them (measured: 1,000 keys instead of 1,569)."""
     from pyspark.sql import functions as F
 
     table = home.tables.maps
     parts = [home.spark.read.format("iceberg").option("snapshot-id", snap).load(table)
-             .where(F.col("map").isin(sorted(maps)) & (F.col("epoch") > since)) for snap in snapshots]
+             .where(F.col("map").isin(sorted(maps)) & (F.col("epoch") > after)) for snap, after in snapshots]
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
@@ -189,7 +202,7 @@ def _merge(spark: SparkSession, table: str, keys: str, rows: DataFrame, outputs:
 class _Written:
     """How one view's results table was written, and where its time went."""
 
-    how: str  # touched | whole | kept
+    how: str  # touched | whole | unchanged | kept
     groups: int = 0  # touched groups
     seconds: dict[str, float] = field(default_factory=dict)  # merge, whole, driver, collect
     rows: pa.Table | None = None  # rows Spark's query gave, for the driver to write: every row, or the touched groups'
@@ -377,6 +390,21 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
     return written
 
 
+def _tag_unchanged(home: Home, views: list[str], epoch: int) -> dict[str, _Written]:
+    """Tag epoch-N on the current snapshot of each view's results table (their rows did not
+    change: write_results), one PyIceberg commit each from the driver."""
+    started = time.perf_counter()
+    catalog = shared_catalog(home.settings)
+    written = {}
+    for view in views:
+        table = catalog.load_table(home.tables.results(view).pyiceberg)
+        table.manage_snapshots().create_tag(table.metadata.current_snapshot_id, tag_name(epoch)).commit()
+        written[view] = _Written("unchanged")
+    if written:  # the batch's time, counted once
+        next(iter(written.values())).seconds["tag"] = time.perf_counter() - started
+    return written
+
+
 def _commit_rows(home: Home, view: str, plan: ViewPlan, rows: list[tuple], epoch: int) -> bool:
     """Rewrite results.<view> whole with `rows` (the view's rows at tag epoch-N, from
     view_rows) and tag it, in one PyIceberg commit from the driver; False (nothing
@@ -483,7 +511,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     it; then the marker. Views added after the epoch are left for a later one. `mode`:
     "auto" (touched groups where they are cheaper), or "whole" (every table rewritten:
     the bench's other measure). Returns how each view's table was written: "touched",
-    "whole" or "kept" (already at the epoch). Idempotent."""
+    "whole", "unchanged" (tagged as it was) or "kept" (already at the epoch). Idempotent."""
 
     from cumulus.engine.registry import compile_registered
 
@@ -498,19 +526,23 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     snapshots = None
     if mode == "auto" and 0 < since < epoch:
         snapshots = delta_snapshots(commit.table_metadata(home.spark, home.tables.maps), since, epoch)
-    deltas, groups, touched, keys_s = None, {}, {}, 0.0
-    if snapshots is not None:  # the delta rows of every view that may be updated by its groups, read once
-        groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))}
-        if groups:
-            started_keys = time.perf_counter()
-            deltas = _deltas(home, {m for _, slots in groups.values() for m in slots}, since,
-                             snapshots).cache()
-            touched = _touched_counts(deltas, groups)
-            keys_s = time.perf_counter() - started_keys
+    deltas, groups, touched, changed, keys_s = None, {}, {}, None, 0.0
+    if snapshots is not None and due:  # the delta rows of every view's maps, read once
+        started_keys = time.perf_counter()
+        deltas = _deltas(home, {m for v in due for m in compiled.views[v].maps}, snapshots).cache()
+        changed = {r["map"] for r in deltas.select("map").distinct().collect()}
+        groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))
+                  and changed & set(g[1])}
+        touched = _touched_counts(deltas, groups) if groups else {}
+        keys_s = time.perf_counter() - started_keys
     home.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {home.catalog}.{RESULTS}")
     metas = {v: _metadata(home, v) for v in due}
     done = {v: _Written("kept") for v, meta in metas.items()  # a retry after a crash: these were written
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
+    if changed is not None:  # no delta row in any of its maps: the view's rows are the last epoch's
+        done |= _tag_unchanged(home, [v for v in due if v not in done and metas[v] is not None
+                                      and not changed & set(compiled.views[v].maps)
+                                      and shows_epoch(metas[v], since)], epoch)
     by_touched = {v for v in due if v not in done and _by_touched(home, metas[v], v, since, deltas, touched)}
     try:
         # Small views whose tables are there without delete files: from the driver, first
@@ -553,7 +585,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     marker = home.tables.results_marker
     home.spark.sql(f"CREATE TABLE IF NOT EXISTS {marker} (epoch BIGINT) USING iceberg")
     home.spark.sql(f"ALTER TABLE {marker} SET TBLPROPERTIES ('{_DONE_THROUGH}' = '{epoch}')")
-    counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "kept")}
+    counts = {m: sum(v == m for v in how.values()) for m in ("touched", "whole", "unchanged", "kept")}
     seconds["total"] = time.perf_counter() - started
 
     def tables(kind: str, part: str) -> int:  # how many tables of a kind had a part
@@ -561,17 +593,19 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
 
     log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s; %d by a MERGE in "
              "%.1f s, %d from the driver), %d rewritten whole (%d from the driver's rows in %.1f s, %d by Spark in "
-             "%.1f s, %d from the driver), written from the driver after Spark's queries in %.1f s; %d kept", epoch,
+             "%.1f s, %d from the driver), written from the driver after Spark's queries in %.1f s; %d unchanged "
+             "(tagged in %.1f s); %d kept", epoch,
              len(how), seconds["total"], counts["touched"], touched_rows, seconds["keys"], tables("touched", "merge"),
              seconds["merge"], tables("touched", "collect"), counts["whole"], tables("whole", "driver"),
              seconds["driver"], tables("whole", "whole"), seconds["whole"], tables("whole", "collect"),
-             seconds["collect"], counts["kept"], extra={"results_seconds": dict(seconds)})
+             seconds["collect"], counts["unchanged"], seconds["tag"], counts["kept"],
+             extra={"results_seconds": dict(seconds)})
     return how
 
 
 def results_updates(home: Home, epoch: int) -> dict[str, str]:
     """How each results table came to tag epoch-N: "touched" or "whole" (its commit's
-    summary), "unchanged" (no group of it changed: the tag is the earlier epoch's
+    summary), "unchanged" (none of its rows changed: the tag is the earlier epoch's
     snapshot); views without a table at that tag are left out."""
     found = {}
     for view in live(registry(home.spark, home.settings)):

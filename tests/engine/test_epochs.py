@@ -31,6 +31,7 @@ from cumulus.output import sort_key
 from cumulus.read import Reader
 from cumulus.schema import load_schema
 from cumulus.sql.derived import Maintainer
+from cumulus.sql.mapsql import view_groups
 from cumulus.store.commit import ancestors, table_metadata
 from cumulus.store.home import init_home
 from cumulus.store.ledger import ledger_row
@@ -53,8 +54,9 @@ def new_home(root: Path, catalog: str, results: bool = False):
     (root / "cumulus.toml").write_text(
         f'catalog = "{catalog}"\nspark_master = "local[2]"\nmap_compaction_min_rows = 1\n'
         "map_compaction_ratio = 0.2\npublish = \"closed\"\n"  # no validation here: stable moves at the close
-        # (results: every table of a view with groups by its touched groups, however many)
-        f"results_tables = {str(results).lower()}\nresults_touched_share = 1.0\nresults_touched_min_rows = 0\n"
+        # (results: every table of a view with groups by its touched groups, however many: more than it
+        # holds when most are new)
+        f"results_tables = {str(results).lower()}\nresults_touched_share = 1000.0\nresults_touched_min_rows = 0\n"
     )
     return load_settings(root)
 
@@ -102,6 +104,10 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     compiled = add_view(home, schema, "customer_revenue", program.read_text(), kind="m3")
     assert {"hw_customer_revenue", "hw_order_price"} <= set(compiled.checked.maps)
     plan = batch_plan(compiled)
+
+    def reads(view: str) -> set[str]:  # the relations a view's maps read
+        return {a.relation for m in compiled.views[view].maps for a in compiled.maps[m].query.atoms}
+
     interp = Maintainer(compiled)  # (nested queries: their derived relations after each event)
     stream = read_stream(STREAM, schema)
     cuts = [len(stream) * k // (epochs + 1) for k in range(epochs)] + [len(stream)]  # the last epoch is the largest
@@ -111,20 +117,25 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     updates: dict[int, dict[str, str]] = {k: {} for k in range(1, epochs + 1)}  # epoch -> view -> how its table was written
     writers: dict[int, dict[str, str]] = {}  # epoch -> view -> who wrote its table's tagged snapshot
     rows_read: dict[str, list[tuple]] = {}  # view -> its rows at the last epoch's tag
+    map_rows: dict[str, int] = {}  # view -> the entries its maps hold at the last epoch's tag
+    changed: dict[int, set[str]] = {}  # epoch -> the relations its events change
     for epoch, (lo, hi) in enumerate(itertools.pairwise(cuts), start=1):
         rows = stream[lo:hi]
+        changed[epoch] = {r.event.relation for r in rows}
         folder = tmp_path / f"epoch{epoch}"
         ingest_files(home, "a", [write_epoch_files(rows, folder / "a", SOURCE_A)], fmt="dbtoaster")
         others = {r.name for r in schema.relations} - SOURCE_A
         ingest_files(home, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
         overrides = {"epoch_mode": mode}
-        if results and epoch == 2:  # tables of at most the median view's rows from the driver, the rest by Spark
-            sizes = sorted(len(r) for r in rows_read.values())
-            overrides["results_collect_rows"] = sizes[len(sizes) // 2]
-        if results and epoch == 3:  # as many rows through the driver as the largest view's: a view whose
-            # maps hold more is computed by Spark, its rows written from the driver; the rest from the driver
-            overrides["results_driver_rows"] = max(len(r) for r in rows_read.values())
+        if results and epoch == 2:  # of the views with groups that the epoch's relations reach, the smallest
+            # table from the driver (Spark's rows of its touched groups and its others), the larger by a MERGE
+            overrides["results_collect_rows"] = min(len(rows_read[v]) for v in views if changed[2] & reads(v)
+                                                    and view_groups(compiled.views[v], compiled.checked.maps))
+        if results and epoch == 3:  # through the driver, views whose maps hold as many rows as those of the
+            # views the epoch leaves alone (theirs stay as they are); a view whose maps hold more is computed
+            # by Spark, its rows written from the driver
+            overrides["results_driver_rows"] = max(map_rows[v] for v in views if not changed[3] & reads(v))
         metrics = close_epoch(Home(spark, with_overrides(settings, **overrides)), plan, epoch)
         assert ledger_row(spark, settings, epoch).state == "closed"
         assert metrics["events"] == sum(r.event.relation in plan.order for r in rows)
@@ -153,6 +164,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         # Every map at the tag from one scan (a scan per map took 0.08 s: 50 s an epoch
         # for the corpus's 347 maps); the first three views also by read_view's own scan.
         at_tag = SimpleNamespace(entries=reader.all_entries(at))
+        map_rows = {v: sum(len(at_tag.entries(m)) for m in compiled.views[v].maps) for v in views}
         rows_read = {}
         for name in views:
             rows_read[name] = reader.read_view(name, at, entries=at_tag.entries)
@@ -179,6 +191,10 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)
         assert set(updates[1].values()) == set(updates[3].values()) == {"whole"}, updates
         assert "touched" in updates[2].values() and "whole" in updates[2].values(), updates
+        # a view reading none of the relations epoch 2 changed is tagged as it was, whatever its shape (a
+        # nested one too): none of its maps has a delta row of the epoch
+        untouched = {v for v in views if not changed[2] & reads(v)}
+        assert untouched and {updates[2][v] for v in untouched} == {"unchanged"}, (untouched, updates[2])
         # new tables are made by Spark; epoch 2's touched groups are written from the driver (Spark's rows of
         # them and the table's others) or by a MERGE; rewritten whole, tables come from the driver (its own
         # rows, or Spark's query's where the maps hold more rows than it takes), but for those a MERGE left

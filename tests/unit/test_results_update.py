@@ -34,19 +34,27 @@ def _append(epoch: int) -> dict:
 def test_appends_of_later_epochs_leave_the_later_tag_alone():
     meta = _meta({1: 1, 3: 4}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, {"operation": "replace"}),
                  (4, 3, _append(3)))
-    assert delta_snapshots(meta, 1, 3) == [4]
+    assert delta_snapshots(meta, 1, 3) == [(4, 1)]
 
 
 def test_a_compaction_past_the_earlier_tag_adds_the_rows_it_found():
     # compacted through 2 > 1: an entry zeroed at epoch 2 is gone from snapshot 4 on, its
-    # delta row is in the compaction's parent (3)
+    # delta row is in the compaction's parent (3); snapshot 5's rows of epoch 2 are the
+    # compaction's sums (one per entry), so only its rows after 2 count
     meta = _meta({1: 1, 3: 5}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, _append(2)),
                  (4, 3, {"operation": "overwrite", COMPACTED_THROUGH: "2"}), (5, 4, _append(3)))
-    assert delta_snapshots(meta, 1, 3) == [5, 3]
+    assert delta_snapshots(meta, 1, 3) == [(5, 2), (3, 1)]
     # compacted through the earlier tag's epoch: only rows it showed already were summed
     meta = _meta({2: 3, 3: 5}, (1, None, _append(1)), (2, 1, _append(2)), (3, 2, _append(2)),
                  (4, 3, {"operation": "overwrite", COMPACTED_THROUGH: "2"}), (5, 4, _append(3)))
-    assert delta_snapshots(meta, 2, 3) == [5]
+    assert delta_snapshots(meta, 2, 3) == [(5, 2)]
+
+
+def test_compactions_one_after_another_each_add_their_parent_from_the_last_one_on():
+    meta = _meta({1: 1, 4: 6}, (1, None, _append(1)), (2, 1, _append(2)),
+                 (3, 2, {"operation": "overwrite", COMPACTED_THROUGH: "2"}), (4, 3, _append(3)),
+                 (5, 4, {"operation": "overwrite", COMPACTED_THROUGH: "3"}), (6, 5, _append(4)))
+    assert delta_snapshots(meta, 1, 4) == [(6, 3), (4, 2), (2, 1)]
 
 
 @pytest.mark.parametrize("between", [
