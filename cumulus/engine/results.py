@@ -3,7 +3,7 @@ exactly as its SQL gives them (the read-time layer applied: view_sql), in the pl
 Iceberg table `results.<view>`, tagged `epoch-N`, so that any Iceberg reader (PyIceberg,
 DuckDB, Trino, Spark) reads a view by name at every published epoch with no Cumulus code.
 
-A view's table moves from the epoch M it shows to N in one commit, one of two ways:
+A view's table moves from the epoch M it shows to N in one commit, one of three ways:
 
 - by the groups the epochs since M touched (`touched`): the group keys of the maps'
   delta rows of epochs M+1..N (their files alone: maps.entries rows carry their epoch),
