@@ -219,13 +219,14 @@ def _by_touched(home: Home, meta: Mapping[str, object] | None, view: str, since:
                 touched: Mapping[str, int]) -> bool:
     """Whether results.<view> is updated by the groups the epochs since `since` touched
     (the module doc): it shows `since`, its view's groups have delta rows to find them by
-    (`touched`: how many), and the table has at least `results_touched_min_rows` rows of
-    which they are at most `results_touched_share` (none touched: nothing to write)."""
+    (`touched`: how many, at least one: a view none of whose maps changed is tagged as it
+    was, _tag_unchanged), and the table has at least `results_touched_min_rows` rows of
+    which they are at most `results_touched_share`."""
     if deltas is None or meta is None or view not in touched or not shows_epoch(meta, since):
         return False
     count, rows = touched[view], _live_rows(meta)
     settings = home.settings
-    return not count or (rows >= settings.results_touched_min_rows and count <= settings.results_touched_share * rows)
+    return rows >= settings.results_touched_min_rows and count <= settings.results_touched_share * rows
 
 
 def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: Mapping[str, object] | None,
@@ -265,11 +266,9 @@ def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: 
 def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGroups,
                     deltas: DataFrame, count: int, epoch: int, collect: bool) -> _Written:
     """Update results.<view> by the `count` groups whose entries have delta rows in
-    `deltas` (none: nothing to write), by a MERGE, or (`collect`) return those groups'
-    keys and rows for the driver to write."""
+    `deltas`, by a MERGE, or (`collect`) return those groups' keys and rows for the
+    driver to write."""
     outputs, slots = groups
-    if not count:
-        return _Written("touched")
     started = time.perf_counter()
     keys = group_keys(deltas, slots).cache()
     try:
