@@ -31,6 +31,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import math
 import os
 import random
 import signal
@@ -41,8 +42,10 @@ import threading
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty, Queue
 
 from cumulus.store.tables import tables_of
 
@@ -203,7 +206,9 @@ class Run:
 # about its length in a fresh JVM, so most of its kills land in it: a close (repair, fold,
 # compaction, tags, ledger) is longer than an ingest, an apply or maintenance. `sealed`
 # starts the clock when a close has sealed its epoch (the ledger's log line): its kills
-# land before the fold, compaction and tags that precede the `closed` row.
+# land before the fold, compaction and tags that precede the `closed` row. A kill whose
+# step ends before its instant waits for the next step of the kind (run_worker), so it
+# lands in a step of the kind it waits for, not in the one after.
 STEPS = {"ready": (4, 6.0), "ingest": (2, 3.0), "apply": (2, 3.0), "close": (2, 6.0), "maintenance": (1, 3.0),
          "sealed": (1, 1.0)}  # kind: (weight, window in seconds)
 SEALED_LINE = "open -> applied"
@@ -219,37 +224,64 @@ def kill_points(rng: random.Random, kills: int) -> list[str]:
     return points[:kills]
 
 
-def run_worker(argv: list[str], kill_after: float | None, at: str = "ready", ready_timeout: float = 300) -> Run:
-    """The worker in a process group of its own; SIGKILLed `kill_after` seconds after it
-    says `ready` or starts a step of kind `at` (None: left to finish; a worker that ends
-    first was not killed)."""
+def run_worker(argv: list[str], delay: Callable[[float], float] | None, at: str = "ready",
+               ready_timeout: float = 300) -> Run:
+    """The worker in a process group of its own; SIGKILLed `delay(limit)` seconds after it
+    says `ready`, starts a step of kind `at` or seals an epoch (None: left to finish; a
+    worker that ends first was not killed). A kill lands in a step of the kind it waits
+    for: when that step ends before the kill's instant, the kill waits for the next step
+    of that kind and draws its instant again, within the length the last one took
+    (`limit`; unbounded, `math.inf`, the first time). A `ready` kill lands wherever its
+    instant falls."""
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list[str] = []
-    ready = threading.Event()
+    queue: Queue[tuple[float, str | None]] = Queue()
     mark = {"ready": f"{PREFIX} ready", "sealed": SEALED_LINE}.get(at, f"{PREFIX} step {at}")
 
     def collect() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(f"{time.monotonic() - started:7.1f} {line}")
-            if line.startswith(mark) or (at == "sealed" and mark in line):
-                ready.set()
-        ready.set()  # the worker ended
+            queue.put((time.monotonic(), line))
+        queue.put((time.monotonic(), None))  # the worker ended
+
+    def marks(line: str) -> bool:
+        return mark in line if at == "sealed" else line.startswith(mark)
 
     reader = threading.Thread(target=collect, daemon=True)
     reader.start()
     killed = False
-    if kill_after is not None:
-        ready.wait(timeout=ready_timeout)
-        deadline = time.monotonic() + kill_after
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if proc.poll() is None:
+    deadline = aimed = None  # the kill's instant, and when the step it aims at began
+    waiting_since = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if deadline is None and delay is not None and now - waiting_since > ready_timeout:
+            deadline, aimed = now + delay(math.inf), now  # the mark never came: kill anyway
+        try:
+            t, line = queue.get(timeout=None if deadline is None else max(0.0, deadline - now))
+        except Empty:
+            t, line = deadline, ""
+        if line is None:
+            break
+        if line:
+            lines.append(f"{t - started:7.1f} {line}")
+        if killed or delay is None:
+            continue
+        if deadline is not None and at != "ready" and line.startswith((f"{PREFIX} step ", f"{PREFIX} done")):
+            limit, deadline = t - aimed, None  # the aimed-at step ended first: aim at the next one
+            if marks(line):
+                deadline, aimed = t + delay(limit), t
+        elif deadline is None and line and marks(line):
+            deadline, aimed = t + delay(math.inf), t
+        elif deadline is not None and t >= deadline and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
     code = proc.wait(timeout=900)
     reader.join(timeout=10)
+    while not queue.empty():  # what the worker wrote before its kill, not read yet
+        t, line = queue.get()
+        if line:
+            lines.append(f"{t - started:7.1f} {line}")
     text = [ln.split(" ", 1)[1] if " " in ln.lstrip() else ln for ln in (x.lstrip() for x in lines)]
     steps = [ln.split(" ", 2)[2].strip() for ln in text if ln.startswith(f"{PREFIX} step ")]
     loggers = [ln.split(":", 1)[0] for ln in text if ln.startswith("cumulus.")]
@@ -398,8 +430,9 @@ def soak(kills: int, seed: int, work: Path, max_delay: float, epochs_ahead: int 
         # (at least two epochs in all, so that one closes after another's kills)
         through = budget if kill else max(max(out.verified, default=0) + epochs_ahead, 2)
         at = points[out.kills] if kill else "ready"
+        window = min(STEPS[at][1], max_delay)
         run = run_worker(["worker", str(home), str(landing), str(through), str(seed * 1000 + attempt)],
-                         rng.uniform(0.0, min(STEPS[at][1], max_delay)) if kill else None, at)
+                         (lambda limit, window=window: rng.uniform(0.0, min(window, limit))) if kill else None, at)
         (work / "runs").mkdir(exist_ok=True)
         (work / "runs" / f"run-{attempt}.log").write_text(run.out)
         if run.killed:

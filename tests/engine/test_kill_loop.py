@@ -36,9 +36,9 @@ def test_pipeline_killed_at_random_instants_loses_and_duplicates_nothing(spark, 
     assert (out.lost, out.duplicated) == (0, 0), out.line()
     # (a sealed epoch's close resumed after its kill, and one more by the last run)
     assert len(out.verified) >= 2, f"only epochs {out.verified} were closed (seed {seed})"
-    # The kills must reach past ingest: into the close's steps and at least one other
-    # kind (a kill aimed at an apply lands in the close when the applies end within its
-    # delay).
+    # The kills land where they are aimed (a kill whose step ends before its instant
+    # waits for the next step of the kind): in the close and in the other kinds. (One may
+    # miss: a kill that fires as its step's last line is on its way counts in the next.)
     steps = {key.split("/")[0] for key in out.killed_in}
     assert "close" in steps and len(steps & {"ingest", "apply", "close", "maintenance"}) >= 3, \
         f"kills landed only in {sorted(steps)} (seed {seed})"
