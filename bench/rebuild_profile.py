@@ -47,7 +47,7 @@ def profile(home_path: Path, tag: str, adaptive: str | None) -> tuple[list[dict]
     from cumulus.app import Engine
     from cumulus.engine.derived import derived_deltas
     from cumulus.engine.evaluate import counted, relation_deltas, union_all, without_statistics
-    from cumulus.store.commit import table_metadata, total_records
+    from cumulus.engine.recompute import base_events
     from cumulus.store.maps import summed
 
     engine = Engine.open(home_path, app_name="rebuild-profile")
@@ -56,17 +56,15 @@ def profile(home_path: Path, tag: str, adaptive: str | None) -> tuple[list[dict]
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     heap = Heap(spark)
     nothing = spark.table(home.tables.maps).where(F.lit(False))
+    events, sizes = base_events(home, plan, tag)
     rows, parts, state = [], [], nothing
     for rel in plan.order:
-        events = spark.read.format("iceberg").option("tag", tag).load(home.tables.base(rel)).select(
-            *plan.params[rel], F.col("mult").cast("int").alias("op"))
-        size = total_records(table_metadata(spark, home.tables.base(rel)), tag)
         before, started = heap.sample(), time.perf_counter()
         if parts:  # the maps this relation reads, from the relations before it (as evaluate_batch does)
             state = without_statistics(union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))))
-        deltas, count = counted(summed(relation_deltas(plan, rel, events, state, size, per_chain=True)))
+        deltas, count = counted(summed(relation_deltas(plan, rel, events[rel], state, sizes[rel], per_chain=True)))
         parts.append(deltas)
-        rows.append(_row(rel, len(plan.statements[rel]), size, count, time.perf_counter() - started, before, heap))
+        rows.append(_row(rel, len(plan.statements[rel]), sizes[rel], count, time.perf_counter() - started, before, heap))
         print(_line(rows[-1]), flush=True)
     if plan.derived:
         before, started = heap.sample(), time.perf_counter()

@@ -169,6 +169,23 @@ def program_changed(reader: Any, settings: Settings, program: Program) -> str | 
             f"the maps were written for another program (fingerprint {mark}, now {fingerprint(program)})")
 
 
+def base_events(home: Home, plan: BatchPlan, tag: str | None = None) -> tuple[dict[str, DataFrame], dict[str, int]]:
+    """Each base relation's tuples (at `tag`, else main) as inserts of their multiplicity
+    (the relation's columns and `op`), and its rows (its layers' too), from its metadata:
+    no job."""
+    from pyspark.sql import functions as F
+
+    events: dict[str, DataFrame] = {}
+    sizes: dict[str, int] = {}
+    for rel in plan.order:
+        reader = home.spark.read.format("iceberg")
+        if tag is not None:
+            reader = reader.option("tag", tag)
+        events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
+        sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
+    return events, sizes
+
+
 def evaluate_from_base(
     home: Home, plan: BatchPlan, tag: str | None = None
 ) -> tuple[DataFrame | None, str]:
@@ -186,14 +203,7 @@ def evaluate_from_base(
         log.info("from base.*: %d delta rows evaluated in the driver (%.1f s)", len(local.rows),
                  time.perf_counter() - started)
         return driver_frame(home, plan, local), IN_DRIVER
-    events: dict[str, DataFrame] = {}
-    sizes: dict[str, int] = {}  # each relation's rows (its layers' too), from its metadata: no job
-    for rel in plan.order:
-        reader = home.spark.read.format("iceberg")
-        if tag is not None:
-            reader = reader.option("tag", tag)
-        events[rel] = reader.load(home.tables.base(rel)).select(*plan.params[rel], F.col("mult").cast("int").alias("op"))
-        sizes[rel] = total_records(table_metadata(home.spark, home.tables.base(rel)), tag)
+    events, sizes = base_events(home, plan, tag)
     nothing = home.spark.table(home.tables.maps).where(F.lit(False))
     values = evaluate_batch(plan, events, nothing, sizes, from_empty=True)
     if plan.derived:  # nested queries: their rows, inserted (cumulus/engine/derived.py)
