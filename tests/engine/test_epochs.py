@@ -195,11 +195,12 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         # nested one too): none of its maps has a delta row of the epoch
         untouched = {v for v in views if not changed[2] & reads(v)}
         assert untouched and {updates[2][v] for v in untouched} == {"unchanged"}, (untouched, updates[2])
-        # new tables are made by Spark; epoch 2's touched groups are written from the driver (Spark's rows of
-        # them and the table's others) or by a MERGE; rewritten whole, tables come from the driver (its own
-        # rows, or Spark's query's where the maps hold more rows than it takes), but for those a MERGE left
-        # delete files in
-        assert set(writers[1].values()) == {"spark"}, writers
+        # new tables are made empty (their columns from Spark's analysis) and written from the driver, as any
+        # other rewritten whole; epoch 2's touched groups are written from the driver (Spark's rows of them
+        # and the table's others) or by a MERGE; rewritten whole, tables come from the driver (its own rows,
+        # or Spark's query's where the maps hold more rows than it takes), but for those a MERGE left delete
+        # files in
+        assert set(writers[1].values()) == {DRIVER}, writers
         touched = {v: writers[2][v] for v, how in updates[2].items() if how == "touched"}
         assert set(touched.values()) == {COLLECTED, "spark"}, touched
         merged = {v for v, writer in touched.items() if writer == "spark"}
