@@ -1,4 +1,4 @@
-"""The ingest step of an epoch (a PySpark job): a source's landing files become typed,
+"""The ingest step of an epoch: a source's landing files become typed,
 versioned rows of events.<rel>, bad rows become quarantine records, and every file is
 recorded in the manifest, exactly once.
 
@@ -13,6 +13,10 @@ recorded in the manifest, exactly once.
     threshold         rejected / offered > max_error_rate: nothing is applied
     commit            quarantine, then events.<rel> (one append each), then the manifest
     -- unlock --
+
+The manifest and the ledger are read through PyIceberg. A small batch on a local master
+(new files of at most `ingest_local_bytes`) is parsed, judged and committed in the driver
+with no Spark job (driver.py), the same rows in the same commits; any other by Spark.
 
 Versions: (epoch, source priority, seq) with seq = first free seq of (epoch, source) +
 the unit's offset in the batch + the row's position in its unit, so seq increases in
@@ -31,8 +35,10 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cumulus.config import Settings
 from cumulus.errors import IngestError
 from cumulus.faults import fault_point
+from cumulus.ingest.driver import DriverBatch
 from cumulus.ingest.formats import FORMATS
 from cumulus.ingest.liveness import not_alive
 from cumulus.ingest.parse import META_NAMES, Parsed, parse_relation, relation_rows
@@ -43,6 +49,7 @@ from cumulus.schema import Schema
 from cumulus.spark.local import local_frame
 from cumulus.store import commit
 from cumulus.store.batches import new_batch_id, recover_incomplete_batches
+from cumulus.store.catalog import shared_catalog
 from cumulus.store.files import (
     DUPLICATE,
     INGESTED,
@@ -64,6 +71,7 @@ from cumulus.store.tables import (
 )
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame
 
 log = logging.getLogger("cumulus.ingest")
@@ -104,24 +112,30 @@ def ingest_files(
     size = sum(f.size for f in inputs)
     log.info("source %s: %d file(s), %.1f MB, checksummed", src.name, len(inputs), size / 1e6)
 
+    # The manifest and the ledger are read through PyIceberg (no Spark job: each data file
+    # once per process); a small batch on a local master is parsed, judged and written in
+    # the driver (driver.py), any other by Spark.
+    reads = shared_catalog(home.settings)
     with catalog_lock(home.settings, f"ingest source {src.name}"):
         report.recovered = [b.batch_id for b in recover_incomplete_batches(home, schema)]
-        epoch = current_epoch(home.spark, home.settings)
+        epoch = current_epoch(reads, home.settings)
         report.epoch = epoch
         report.batch_id = new_batch_id()
         now = dt.datetime.now(dt.UTC)
         ctx = f"epoch {epoch}, source {src.name}"
-        new, entries, report.already_taken = _dedupe(home, src, inputs, epoch, report.batch_id, now)
+        new, entries, report.already_taken = _dedupe(reads, home.settings, src, inputs, epoch, report.batch_id, now)
         if report.already_taken:  # a landing folder read again (the warm engine's cadence): nothing to say
             log.info("%s: %d file(s) taken before from the same path: skipped", ctx, len(report.already_taken))
         for entry in entries:
             log.warning("%s: %s is a duplicate of batch %s: skipped", ctx, entry.path, entry.duplicate_of)
+        in_driver = home.settings.is_local and sum(f.size for f in new) <= home.settings.ingest_local_bytes
         if new:
-            entries = _ingest_new(home, schema, src, new, report, now) + entries
+            new_entries, in_driver = _ingest_new(home, reads, schema, src, new, report, now, in_driver)
+            entries = new_entries + entries
         report.files = entries
         fault_point("after-events")
         props = _batch_props(src, epoch, report.batch_id)
-        append_entries(home, entries, props)
+        append_entries(home, entries, props, in_driver)
         report.committed = not report.failed and any(e.status == INGESTED for e in entries)
         fault_point("after-manifest")
     report.seconds = time.perf_counter() - started
@@ -146,7 +160,8 @@ def _batch_props(src: Source, epoch: int, batch_id: str) -> dict[str, object]:
 
 
 def _dedupe(
-    home: Home,
+    reads: Catalog,
+    settings: Settings,
     src: Source,
     inputs: list[InputFile],
     epoch: int,
@@ -156,7 +171,7 @@ def _dedupe(
     """New files; manifest entries for the duplicates (the content taken before under
     another path, or twice here); and the files taken before from the same path, with the
     same content (a folder read again: the manifest has their record already)."""
-    before = taken(home, [f.checksum for f in inputs])
+    before = taken(reads, settings, [f.checksum for f in inputs])
     new: list[InputFile] = []
     dups: list[FileEntry] = []
     again: list[str] = []
@@ -186,40 +201,27 @@ def _dedupe(
 
 def _ingest_new(
     home: Home,
+    reads: Catalog,
     schema: Schema,
     src: Source,
     inputs: list[InputFile],
     report: IngestReport,
     now: dt.datetime,
-) -> list[FileEntry]:
-    from pyspark.sql import functions as F
-
+    in_driver: bool,
+) -> tuple[list[FileEntry], bool]:
+    """Parse, judge and write the batch's new files (the module doc): in the driver
+    (driver.py) or by Spark; their manifest entries, and whether the driver wrote them
+    (a batch whose deletes are too many to judge there goes to Spark)."""
     epoch, batch_id = report.epoch, report.batch_id
     ctx = f"epoch {epoch}, source {src.name}"
     files, units = make_units(inputs)
     by_index = {f.index: f for f in files}
 
     phase = time.perf_counter()
-    # A small batch on a local master is parsed here: Spark's Python tasks would cost a
-    # worker's start (seconds in a cold process) and a job per relation for a few rows.
-    in_driver = home.settings.is_local and sum(f.size for f in inputs) <= home.settings.ingest_local_bytes
     log.info("%s: parsing %d file(s) in %d unit(s)%s", ctx, len(files), len(units), " in the driver" if in_driver else "")
-    passes: dict[str | None, DataFrame] = {}  # relation (None: no relation) -> its records
-    stats = []  # per file, relation, reason and op: rows (n) and positions (lo, hi)
-    for name in [*schema.names, None]:
-        parsed = parse_relation(home.spark, units, schema, name, in_driver)
-        if parsed is not None:
-            passes[name] = parsed.frame if in_driver else parsed.frame.persist()
-            stats += parsed.local_stats() if in_driver else []
-    everything = reduce(
-        lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()]
-    )
-    if not in_driver:
-        stats = (
-            everything.groupBy(*Parsed.STATS)
-            .agg(F.count("*").alias("n"), F.min("__pos").alias("lo"), F.max("__pos").alias("hi"))
-            .collect()
-        )
+    local = DriverBatch.parse(units, schema) if in_driver else None
+    passes = {} if local is not None else _parse_by_spark(home, units, schema)
+    stats = local.stats() if local is not None else _spark_stats(passes)
     total = sum(r.n for r in stats)
     log.info("%s: parsed %d rows (%.1f s)", ctx, total, time.perf_counter() - phase)
     changed = _changed(files)
@@ -241,26 +243,21 @@ def _ingest_new(
     for u in units:
         unit_base[u.index] = acc
         acc += unit_size[u.index]
-    offset = next_seq(home, epoch, src.priority)
+    offset = next_seq(reads, home.settings, epoch, src.priority)
 
     # Liveness of deletes, per relation that has deletes in the batch.
     phase = time.perf_counter()
-    dead: dict[str, DataFrame] = {}
     dead_counts: Counter = Counter()  # (file, relation) -> rows
-    for rel in schema.relations:
-        if not any(r["__relation"] == rel.name and r["__reason"] is None and r["__op"] < 0 for r in stats):
-            continue
-        done = folded_through(home, rel.name)
-        events = home.spark.table(home.tables.events(rel.name)).where(F.col("epoch") > done)
-        rejected = not_alive(
-            relation_rows(passes[rel.name], rel), rel, home.spark.table(home.tables.base(rel.name)), events
-        ).persist()
-        for r in rejected.groupBy("__file").count().collect():
-            dead_counts[(r["__file"], rel.name)] = r["count"]
-        if any(k[1] == rel.name for k in dead_counts):
-            dead[rel.name] = rejected
-        else:
-            rejected.unpersist()
+    dead_rows = local.not_alive(home, reads) if local is not None else None
+    if local is not None and dead_rows is None:  # too many deletes to judge in the driver: Spark judges, and writes
+        log.info("%s: deletes too many to judge in the driver: by Spark", ctx)
+        passes, local = local.frames(home), None
+    if local is not None:
+        for name, rows in dead_rows.items():
+            dead_counts.update((r["__file"], name) for r in rows)
+        dead = {}
+    else:
+        dead = _spark_not_alive(home, schema, passes, stats, dead_counts)
     if dead_counts:
         log.info("%s: %d deletes of tuples not alive (%.1f s)", ctx, sum(dead_counts.values()), time.perf_counter() - phase)
 
@@ -292,13 +289,20 @@ def _ingest_new(
     fault_point("before-commit")
 
     props = _batch_props(src, epoch, batch_id)
-    files_df = local_frame(
+    files_df = None if local is not None else local_frame(
         home.spark,
         [(f.index, f.path, f.checksum, f.unit, unit_base[f.unit]) for f in files],
         "__file INT, __path STRING, __checksum STRING, __unit_of_file INT, __ubase BIGINT",
     )
     if report.rejected:
-        _write_quarantine(home, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props)
+        if local is not None:
+            quarantined = local.write_quarantine(home, reads, dead_rows, files, units, (src.name, src.priority), epoch,
+                                                 batch_id, now, props, NOT_ALIVE_DETAIL)
+            log.info("%s: %d rows quarantined", ctx, quarantined)
+        else:
+            everything = reduce(lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()])
+            _write_quarantine(home, reads, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch,
+                              batch_id, now, props)
         fault_point("after-quarantine")
     if not report.failed:
         written = 0
@@ -309,24 +313,12 @@ def _ingest_new(
             if written:
                 fault_point("between-relations")
             phase = time.perf_counter()
-            rows = relation_rows(passes[rel.name], rel)
-            if rel.name in dead:
-                rows = rows.join(dead[rel.name].select("__unit", "__pos"), ["__unit", "__pos"], "left_anti")
-            events = rows.join(F.broadcast(files_df), "__file").select(
-                *[F.col(f"`{c}`") for c in rel.column_names],
-                F.col("__op").alias("op"),
-                F.lit(epoch).cast("bigint").alias("epoch"),
-                F.lit(src.priority).cast("int").alias("source_id"),
-                (F.lit(offset) + F.col("__ubase") + F.col("__pos")).cast("bigint").alias("seq"),
-                F.lit(now).cast("timestamp").alias("ingested_at"),
-                F.col("__path").alias("file"),
-                F.lit(batch_id).alias("batch_id"),
-            )
-            assert tuple(events.columns) == tuple(n for n, _ in events_columns(rel))
-            writer = events.writeTo(home.tables.events(rel.name))
-            for key, value in commit.write_options(props).items():
-                writer = writer.option(key, value)
-            writer.append()
+            if local is not None:
+                local.write_events(home, rel, dead_rows.get(rel.name, []), files, unit_base, offset, src.priority,
+                                   epoch, batch_id, now, props)
+            else:
+                _spark_events(home, rel, passes[rel.name], dead.get(rel.name), files_df, offset, epoch, src.priority,
+                              batch_id, now, props)
             written += 1
             log.info(
                 "%s: events.%s += %d rows (%.1f s)", ctx, rel.name, counts.accepted, time.perf_counter() - phase
@@ -360,7 +352,79 @@ def _ingest_new(
                 ingested_at=now,
             )
         )
-    return entries
+    return entries, local is not None
+
+
+def _parse_by_spark(home: Home, units: list, schema: Schema) -> dict[str | None, DataFrame]:
+    """Each relation's records (None: rows of no relation), parsed by Spark's Python
+    tasks and cached."""
+    passes = {}
+    for name in [*schema.names, None]:
+        parsed = parse_relation(home.spark, units, schema, name)
+        if parsed is not None:
+            passes[name] = parsed.frame.persist()
+    return passes
+
+
+def _spark_stats(passes: dict[str | None, DataFrame]) -> list:
+    """Per file, relation, reason and op: rows (n) and positions (lo, hi), one Spark job."""
+    from pyspark.sql import functions as F
+
+    everything = reduce(lambda a, b: a.unionByName(b), [df.select(*META_NAMES) for df in passes.values()])
+    return (
+        everything.groupBy(*Parsed.STATS)
+        .agg(F.count("*").alias("n"), F.min("__pos").alias("lo"), F.max("__pos").alias("hi"))
+        .collect()
+    )
+
+
+def _spark_not_alive(home: Home, schema: Schema, passes: dict[str | None, DataFrame], stats: list,
+                     dead_counts: Counter) -> dict[str, DataFrame]:
+    """The deletes that find no live copy, judged by Spark (liveness.not_alive), per
+    relation that has some (cached); `dead_counts` counts them per (file, relation)."""
+    from pyspark.sql import functions as F
+
+    dead: dict[str, DataFrame] = {}
+    for rel in schema.relations:
+        if not any(r["__relation"] == rel.name and r["__reason"] is None and r["__op"] < 0 for r in stats):
+            continue
+        done = folded_through(home, rel.name)
+        events = home.spark.table(home.tables.events(rel.name)).where(F.col("epoch") > done)
+        rejected = not_alive(
+            relation_rows(passes[rel.name], rel), rel, home.spark.table(home.tables.base(rel.name)), events
+        ).persist()
+        for r in rejected.groupBy("__file").count().collect():
+            dead_counts[(r["__file"], rel.name)] = r["count"]
+        if any(k[1] == rel.name for k in dead_counts):
+            dead[rel.name] = rejected
+        else:
+            rejected.unpersist()
+    return dead
+
+
+def _spark_events(home: Home, rel, records: DataFrame, dead: DataFrame | None, files_df: DataFrame, offset: int,
+                  epoch: int, source_id: int, batch_id: str, now: dt.datetime, props: dict) -> None:
+    """One Spark append of the relation's accepted rows to events.<rel>."""
+    from pyspark.sql import functions as F
+
+    rows = relation_rows(records, rel)
+    if dead is not None:
+        rows = rows.join(dead.select("__unit", "__pos"), ["__unit", "__pos"], "left_anti")
+    events = rows.join(F.broadcast(files_df), "__file").select(
+        *[F.col(f"`{c}`") for c in rel.column_names],
+        F.col("__op").alias("op"),
+        F.lit(epoch).cast("bigint").alias("epoch"),
+        F.lit(source_id).cast("int").alias("source_id"),
+        (F.lit(offset) + F.col("__ubase") + F.col("__pos")).cast("bigint").alias("seq"),
+        F.lit(now).cast("timestamp").alias("ingested_at"),
+        F.col("__path").alias("file"),
+        F.lit(batch_id).alias("batch_id"),
+    )
+    assert tuple(events.columns) == tuple(n for n, _ in events_columns(rel))
+    writer = events.writeTo(home.tables.events(rel.name))
+    for key, value in commit.write_options(props).items():
+        writer = writer.option(key, value)
+    writer.append()
 
 
 def _changed(files: list[InputFile]) -> str | None:
@@ -378,7 +442,8 @@ def _changed(files: list[InputFile]) -> str | None:
 
 
 def _write_quarantine(
-    home: Home, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id, now, props
+    home: Home, reads: Catalog, everything, dead, files_df, units, stats, dead_counts, by_index, src, epoch, batch_id,
+    now, props
 ) -> None:
     """One append of every rejected row, ids in (unit, position) order."""
     from pyspark.sql import Window
@@ -405,7 +470,7 @@ def _write_quarantine(
         qbase.append((u.index, acc))
         acc += per_unit[u.index]
     bases = local_frame(home.spark, qbase, "__unit INT, __qbase BIGINT")
-    first = next_id(home)
+    first = next_id(reads, home.settings)
     in_unit = Window.partitionBy("__unit").orderBy("__pos")
     rows = (
         rejected.join(F.broadcast(files_df.drop("__unit_of_file", "__ubase")), "__file")

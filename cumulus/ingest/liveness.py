@@ -25,9 +25,10 @@ orders) read a few files; deletes scattered over the whole key range still touch
 Two ways to the same judgment. A small batch (a micro-batch of the warm engine: at most
 DRIVER_LIMIT deleted tuples, whose filtered copies and batch rows number at most
 DRIVER_ROWS) is judged on the driver: the filtered rows are collected (a few small Spark
-jobs, no shuffle) and the levels computed in Python. Any other batch is judged by Spark
-with two window passes (joins, aggregation and windows: a dozen jobs, each a fixed cost
-of 0.1-0.2 s, which was most of a micro-batch's ingest).
+jobs, no shuffle; none for a batch parsed in the driver, whose copies PyIceberg reads:
+not_alive_in_driver) and the levels computed in Python. Any other batch is judged by
+Spark with two window passes (joins, aggregation and windows: a dozen jobs, each a fixed
+cost of 0.1-0.2 s, which was most of a micro-batch's ingest).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from cumulus.schema import DATE, FLOAT, Relation
 from cumulus.spark.local import local_frame
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
     from pyspark.sql import Column, DataFrame
 
 # Above this many distinct deleted tuples the scans are not filtered: the IN lists would
@@ -68,14 +71,22 @@ def lookup_filter(relation: Relation, deleted: list) -> Column | None:
     hold no NULL (IN never matches NULL) and are not floating point (NaN has no bounds)."""
     from pyspark.sql import functions as F
 
-    conditions = []
+    conditions = [F.col(f"`{column.name}`").isin([_literal(v, column) for v in sorted(values)])
+                  for column, values in _lookup_values(relation, deleted)]
+    return reduce(lambda a, b: a & b, conditions) if conditions else None
+
+
+def _lookup_values(relation: Relation, deleted: list) -> list[tuple]:
+    """The leading columns a lookup filters on (at most LOOKUP_COLUMNS, none holding NULL
+    or floating point) and the deleted tuples' values of each."""
+    found = []
     for column in relation.columns:
-        if len(conditions) == LOOKUP_COLUMNS:
+        if len(found) == LOOKUP_COLUMNS:
             break
         values = {row[column.name] for row in deleted}
         if column.type != FLOAT and None not in values:
-            conditions.append(F.col(f"`{column.name}`").isin([_literal(v, column) for v in sorted(values)]))
-    return reduce(lambda a, b: a & b, conditions) if conditions else None
+            found.append((column, values))
+    return found
 
 
 def _literal(value, column):
@@ -177,6 +188,18 @@ def _judge_on_driver(
     touched = batch.where(where).select(*keys, "__op", "__unit", "__pos").limit(DRIVER_ROWS + 1).collect()
     if len(prior_rows) > DRIVER_ROWS or len(touched) > DRIVER_ROWS:
         return None
+    rejected = _walk(prior_rows, touched, keys, wanted)
+    if not rejected:
+        return batch.where(F.lit(False))
+    at = local_frame(batch.sparkSession, sorted(rejected), batch.select("__unit", "__pos").schema)
+    return batch.join(F.broadcast(at), ["__unit", "__pos"], "left_semi").select(*batch.columns)
+
+
+def _walk(prior_rows, touched, keys: list[str], wanted: set[tuple]) -> set[tuple[int, int]]:
+    """The (unit, position) of each rejected delete: `prior_rows`, the copies of the
+    deleted tuples before the batch (keys and `__n`, to sum); `touched`, the batch's rows
+    (keys, `__op`, `__unit`, `__pos`); each tuple of `wanted` walked in (unit, position)
+    order with the closed form of the module doc."""
     prior: dict[tuple, int] = {}
     for row in prior_rows:
         key = _key(row, keys)
@@ -187,15 +210,50 @@ def _judge_on_driver(
         key = _key(row, keys)
         if key in wanted:
             runs.setdefault(key, []).append(row)
-    rejected = []
+    rejected = set()
     for key, rows in runs.items():
         level, low = prior.get(key, 0), 0  # level_k = a + S_k; low = min(0, level_j for j < k)
         for row in sorted(rows, key=lambda r: (r["__unit"], r["__pos"])):
             level += row["__op"]
             if row["__op"] < 0 and level < low:
-                rejected.append((row["__unit"], row["__pos"]))
+                rejected.add((row["__unit"], row["__pos"]))
             low = min(low, level)
-    if not rejected:
-        return batch.where(F.lit(False))
-    at = local_frame(batch.sparkSession, rejected, batch.select("__unit", "__pos").schema)
-    return batch.join(F.broadcast(at), ["__unit", "__pos"], "left_semi").select(*batch.columns)
+    return rejected
+
+
+def not_alive_in_driver(catalog: Catalog, relation: Relation, batch: list[dict], base: str, events: str,
+                        unfolded: BooleanExpression | None = None) -> set[tuple[int, int]] | None:
+    """not_alive's judgment with no Spark job, for a batch parsed in the driver
+    (ingest/driver.py): `batch`, the relation's valid rows of the batch as dicts (its
+    columns, `__op`, `__unit`, `__pos`); the copies of the deleted tuples in the tables
+    `base` and `events` (PyIceberg names; of the events, those `unfolded` keeps: the
+    epochs not folded into base), read through PyIceberg with lookup_filter's filter. The
+    (unit, position) of each rejected delete; None when the batch deletes more than
+    DRIVER_LIMIT distinct tuples or more than DRIVER_ROWS rows are read (then Spark
+    judges, as not_alive)."""
+    from pyiceberg.expressions import AlwaysTrue, And
+
+    keys = list(relation.column_names)
+    tuples = _distinct([r for r in batch if r["__op"] < 0], keys)
+    if not tuples:
+        return set()
+    if len(tuples) > DRIVER_LIMIT:
+        return None
+    where = lookup_expression(relation, list(tuples.values())) or AlwaysTrue()
+    prior: list[dict] = []
+    for table, row_filter, count in ((base, where, "mult"),
+                                     (events, where if unfolded is None else And(unfolded, where), "op")):
+        rows = catalog.load_table(table).scan(row_filter=row_filter, selected_fields=(*keys, count),
+                                              limit=DRIVER_ROWS + 1).to_arrow().to_pylist()
+        prior += [{**row, "__n": row[count]} for row in rows]
+    if len(prior) > DRIVER_ROWS:
+        return None
+    return _walk(prior, batch, keys, set(tuples))
+
+
+def lookup_expression(relation: Relation, deleted: list) -> BooleanExpression | None:
+    """lookup_filter as a PyIceberg row filter: the same columns, the same values."""
+    from pyiceberg.expressions import And, In
+
+    conditions = [In(column.name, values) for column, values in _lookup_values(relation, deleted)]
+    return reduce(And, conditions) if conditions else None

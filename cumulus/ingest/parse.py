@@ -203,51 +203,54 @@ def make_parser(units: list[Unit], schema: Schema, only: str | None):
     return parse
 
 
-def parse_relation(
-    spark: SparkSession, units: list[Unit], schema: Schema, only: str | None, in_driver: bool = False
-) -> Parsed | None:
+def parse_relation(spark: SparkSession, units: list[Unit], schema: Schema, only: str | None) -> Parsed | None:
     """One relation's records (None: no unit may hold it): a lazy DataFrame parsed by
-    Spark's Python tasks; or, `in_driver`, parsed here at once and held as a local frame
-    with its rows (a small batch on a local master: no Python worker starts, no task
-    parses, and the rows' counts need no Spark job: `Parsed.stats`)."""
+    Spark's Python tasks, one unit per task (a small batch on a local master is parsed in
+    the driver instead: parse_rows, ingest/driver.py)."""
     mine = units_for(units, only)
     if not mine:
         return None
     ddl = spark_ddl(schema.relation(only) if only is not None else None)
-    if in_driver:
-        parse = make_parser(units, schema, only)
-        rows = [row for batch in parse([pa_ids([u.index for u in mine])])
-                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
-        return Parsed(local_frame(spark, rows, ddl), rows)
     tasks = max(1, min(len(mine), spark.sparkContext.defaultParallelism * 4))
     ids = local_frame(spark, [(u.index,) for u in mine], "u INT").repartition(tasks)
-    return Parsed(ids.mapInArrow(make_parser(units, schema, only), ddl), None)
+    return Parsed(ids.mapInArrow(make_parser(units, schema, only), ddl))
+
+
+def parse_rows(units: list[Unit], schema: Schema, only: str | None) -> list[tuple] | None:
+    """One relation's records parsed here, as tuples of META then the relation's columns
+    (None: no unit may hold it): what Spark's tasks would yield for its pass."""
+    mine = units_for(units, only)
+    if not mine:
+        return None
+    parse = make_parser(units, schema, only)
+    return [row for batch in parse([pa_ids([u.index for u in mine])])
+            for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
 
 
 @dataclass
 class Parsed:
-    """A relation's parsed records: the frame (META columns first, then the relation's),
-    and its rows when they were parsed in the driver (None: Spark's tasks parse them)."""
+    """A relation's records parsed by Spark's tasks: the frame (META columns first, then
+    the relation's)."""
 
     frame: DataFrame
-    rows: list[tuple] | None
 
     STATS = ("__file", "__relation", "__reason", "__op")  # grouped by; then n, lo, hi (positions)
 
-    def local_stats(self) -> list:
-        """The rows counted per STATS as the ingest's stats query would (Row objects with
-        n, lo, hi); only for rows parsed in the driver."""
-        from pyspark.sql import Row
 
-        at = [META_NAMES.index(n) for n in self.STATS]
-        pos = META_NAMES.index("__pos")
-        groups: dict[tuple, list[int]] = {}
-        for row in self.rows or ():
-            n_lo_hi = groups.setdefault(tuple(row[i] for i in at), [0, row[pos], row[pos]])
-            n_lo_hi[0] += 1
-            n_lo_hi[1], n_lo_hi[2] = min(n_lo_hi[1], row[pos]), max(n_lo_hi[2], row[pos])
-        stat = Row(*self.STATS, "n", "lo", "hi")
-        return [stat(*key, *values) for key, values in groups.items()]
+def local_stats(rows) -> list:
+    """Parsed rows (tuples, META first) counted per Parsed.STATS as the ingest's stats
+    query counts them: Row objects with n, lo and hi (the first and last position)."""
+    from pyspark.sql import Row
+
+    at = [META_NAMES.index(n) for n in Parsed.STATS]
+    pos = META_NAMES.index("__pos")
+    groups: dict[tuple, list[int]] = {}
+    for row in rows:
+        n_lo_hi = groups.setdefault(tuple(row[i] for i in at), [0, row[pos], row[pos]])
+        n_lo_hi[0] += 1
+        n_lo_hi[1], n_lo_hi[2] = min(n_lo_hi[1], row[pos]), max(n_lo_hi[2], row[pos])
+    stat = Row(*Parsed.STATS, "n", "lo", "hi")
+    return [stat(*key, *values) for key, values in groups.items()]
 
 
 def pa_ids(numbers: list[int]) -> pa.RecordBatch:

@@ -1,6 +1,7 @@
 """Rows the driver holds, as a DataFrame (`local_frame`): what the store and the steps
 write from Python (manifest entries, records, ledger rows) and the small lists they join
-with (a batch's files, the tuples a batch deletes); and a DataFrame's rows in the driver,
+with (a batch's files, the tuples a batch deletes); the same rows as Arrow of Spark's
+types, for a write from the driver (`local_arrow`); and a DataFrame's rows in the driver,
 as Arrow (`collected_arrow`).
 
 Spark's `createDataFrame` of a Python list makes an RDD of pickled rows that a Python
@@ -40,6 +41,20 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence], schema: str | Str
         return spark.createDataFrame(list(rows), struct)
     columns = {f"c{i}": pd.Series([row[i] for row in rows], dtype=object) for i in range(len(struct.fields))}
     return spark.createDataFrame(pd.DataFrame(columns, index=range(len(rows))), struct)
+
+
+def local_arrow(rows: Sequence[Sequence], schema: str) -> pa.Table:
+    """`rows` (tuples in the order of `schema`'s columns, a DDL string) as an Arrow table
+    of the types Spark's Arrow conversion gives those columns (decimals as decimal128,
+    dates as date32, timestamps in UTC): what a PyIceberg write of rows Spark would have
+    written takes (store/rows.py, append_rows)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    arrow = to_arrow_schema(_parse_datatype_string(schema))
+    return pa.Table.from_arrays([pa.array([row[i] for row in rows], field.type) for i, field in enumerate(arrow)],
+                                schema=arrow)
 
 
 def collected_arrow(frame: DataFrame) -> pa.Table:

@@ -18,9 +18,9 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 from cumulus.config import Settings
-from cumulus.spark.local import local_frame
+from cumulus.spark.local import local_arrow, local_frame
 from cumulus.store.commit import write_options
-from cumulus.store.rows import Reader, read_rows
+from cumulus.store.rows import Reader, append_rows, read_rows
 from cumulus.store.tables import FILES_COLUMNS, Home, ddl_type, tables_of
 
 INGESTED, DUPLICATE, REJECTED, ROLLED_BACK = "ingested", "duplicate", "rejected", "rolled-back"
@@ -75,9 +75,14 @@ class Batch:
 
 
 def append_entries(
-    home: Home, entries: Sequence[FileEntry], props: Mapping[str, Any]
+    home: Home, entries: Sequence[FileEntry], props: Mapping[str, Any], in_driver: bool = False
 ) -> None:
-    """One commit of manifest rows, marked with `props` in the snapshot summary."""
+    """One commit of manifest rows, marked with `props` in the snapshot summary: by a
+    Spark write, or `in_driver` by PyIceberg (store/rows.py, append_rows)."""
+    if in_driver:
+        append_rows(home.settings, home.tables.files, local_arrow([astuple(e) for e in entries], ddl_type(FILES_COLUMNS)),
+                    props)
+        return
     df = local_frame(home.spark, [astuple(e) for e in entries], ddl_type(FILES_COLUMNS))
     writer = df.coalesce(1).writeTo(home.tables.files)
     for key, value in write_options(props).items():
@@ -85,14 +90,15 @@ def append_entries(
     writer.append()
 
 
-def taken(home: Home, checksums: Iterable[str]) -> dict[str, dict]:
+def taken(reader: Reader, settings: Settings, checksums: Iterable[str]) -> dict[str, dict]:
     """checksum -> its `ingested` manifest row, for the given checksums already taken.
     (The manifest's ingested rows through read_rows: a warm engine's next batch reads only
     the rows appended since, often none.)"""
     wanted = set(checksums)
     if not wanted:
         return {}
-    return {r["checksum"]: r for r in read_rows(home.spark, home.tables.files, {"status": INGESTED}) if r["checksum"] in wanted}
+    rows = read_rows(reader, tables_of(settings).files, {"status": INGESTED})
+    return {r["checksum"]: r for r in rows if r["checksum"] in wanted}
 
 
 def known_batch_ids(home: Home, batch_ids: Iterable[str]) -> set[str]:
@@ -106,10 +112,10 @@ def known_batch_ids(home: Home, batch_ids: Iterable[str]) -> set[str]:
     return {r.batch_id for r in rows}
 
 
-def next_seq(home: Home, epoch: int, source_id: int) -> int:
+def next_seq(reader: Reader, settings: Settings, epoch: int, source_id: int) -> int:
     """The first seq free for (epoch, source): after every range the manifest reserved.
     (The rows read are those committed_batches reads for the epoch: one kept read.)"""
-    rows = read_rows(home.spark, home.tables.files, {"status": INGESTED, "epoch": epoch})
+    rows = read_rows(reader, tables_of(settings).files, {"status": INGESTED, "epoch": epoch})
     ends = [r["seq_max"] for r in rows if r["source_id"] == source_id and r["seq_max"] is not None]
     return max(ends) + 1 if ends else 0
 

@@ -4,21 +4,26 @@ fix the file and offer it again. Ids are numbers, increasing in commit order."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.store.rows import Reader, read_rows
-from cumulus.store.tables import Home, tables_of
+from cumulus.store.rows import Reader, read_rows, scan_arrow
+from cumulus.store.tables import tables_of
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 LIST_COLUMNS = ("id", "epoch", "source", "file", "line", "relation", "reason", "detail")
 
 
-def next_id(home: Home) -> int:
-    """The first free quarantine id (call under the catalog lock)."""
-    from pyspark.sql import functions as F
+def next_id(catalog: Catalog, settings: Settings) -> int:
+    """The first free quarantine id (call under the catalog lock): the `id` column alone,
+    read through PyIceberg (each data file once per process: scan_arrow)."""
+    import pyarrow.compute as pc
 
-    row = home.spark.table(home.tables.quarantine).agg(F.max("id").alias("m")).first()
-    return 1 if row is None or row.m is None else int(row.m) + 1
+    table = catalog.load_table(tables_of(settings).quarantine.pyiceberg)
+    top = pc.max(scan_arrow(table.scan(selected_fields=("id",))).column("id")).as_py()
+    return 1 if top is None else int(top) + 1
 
 
 def list_rows(

@@ -1,6 +1,7 @@
 """Reading the small metadata tables (ledger, applies, files, views, quarantine) from
 either a SparkSession or a PyIceberg catalog: the CLI's read-only commands use PyIceberg
-(no JVM, about 3 s), the pipeline's jobs use their Spark session.
+(no JVM, about 3 s), the pipeline's jobs mostly their Spark session. `append_rows`
+writes rows from the driver by PyIceberg (a small ingest batch: ingest/driver.py).
 
 A step asks for the same rows several times (the close reads the ledger and the applies
 before and after its writes), and a warm engine asks every epoch. Through Spark, the
@@ -15,10 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
+from cumulus.config import Settings
 from cumulus.store import commit
+from cumulus.store.catalog import shared_catalog
 from cumulus.store.tables import pyiceberg_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
@@ -85,6 +89,18 @@ def read_rows(reader: Reader, table: str, where: Mapping[str, Any] | None = None
     """Rows of `table` (a qualified Spark name, catalog.namespace.table) whose columns
     equal the values of `where` (None matches NULL), as dicts."""
     return row_reader(reader).rows(table, dict(where or {}))
+
+
+def append_rows(settings: Settings, table: str, rows: pa.Table, properties: Mapping[str, Any]) -> None:
+    """One append commit of `rows` to `table` (a qualified Spark name) from the driver, by
+    PyIceberg (no Spark job), with `properties` in its snapshot summary as a Spark write
+    with `commit.write_options` puts them. The rows are taken by the table's column names
+    and cast to its types. Callers hold the catalog lock (a commit from elsewhere between
+    this one's read of the table and its commit fails it, as Iceberg's optimistic commit
+    does, and the caller's step is retried whole)."""
+    target = shared_catalog(settings).load_table(pyiceberg_name(table))
+    schema = target.schema().as_arrow()
+    target.append(rows.select(schema.names).cast(schema), snapshot_properties={k: str(v) for k, v in properties.items()})
 
 
 def scan_arrow(scan, tasks: list | None = None, read_bytes: list[int] | None = None):

@@ -5,8 +5,10 @@ file under another name. After each batch: events.* hold exactly the valid rows,
 order, each once; the quarantine holds every bad row with its reason and line (deletes of
 tuples with no live copy as not_alive, judged by a multiset kept here); the second offer
 takes nothing. A file changed between its checksum and its parse refuses the batch.
-The examples alternate between the two parse paths: in the driver (a small batch on a
-local master) and in Spark's Python tasks (ingest_local_bytes = 0, as on a cluster).
+The examples take the three ways in turn: in the driver (a small batch on a local master:
+parsed, judged and written with no Spark job), in Spark's Python tasks
+(ingest_local_bytes = 0, as on a cluster), and parsed in the driver but judged and
+written by Spark (a batch whose deletes are too many to judge in the driver).
 
 Few examples (each is two Spark ingests); replay as in test_ingest_fuzz.py
 (print_blob, --hypothesis-seed; no example database). The home keeps its rows from one
@@ -44,6 +46,7 @@ from hypothesis import strategies as st
 from ingestkit import SHOP, write_home
 
 from cumulus.errors import IngestError
+from cumulus.ingest import liveness
 from cumulus.ingest.job import ingest_files
 from cumulus.ingest.sources import add_source
 from cumulus.store.tables import Home
@@ -155,7 +158,8 @@ def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one
     caplog.set_level(logging.INFO, logger="cumulus.ingest")
     caplog.clear()
     number = next(_folders)
-    if number % 2 == 0:  # parsed by Spark's Python tasks, not in the driver
+    way = number % 3  # 0: parsed by Spark's Python tasks; 1: in the driver; 2: parsed there, judged and written by Spark
+    if way == 0:
         settings_ = dataclasses.replace(settings_, ingest_local_bytes=0)
     groups = data.draw(landing_groups, "groups")
     groups.append([data.draw(deletes_file(oracle.alive), "deletes")])
@@ -163,9 +167,17 @@ def test_fuzzed_batches_accept_every_valid_row_once_and_quarantine_every_bad_one
     paths = [str(fz.write(folder / str(g)).resolve()) for g, group in enumerate(groups) for fz in group]
 
     want_rows, want_quarantine, duplicates = expected_batch(groups, paths, oracle)
-    report = ingest_files(Home(spark, settings_), "fz", paths)
-    in_driver = any("in the driver" in r.getMessage() for r in caplog.records if "parsing" in r.getMessage())
-    assert in_driver == (number % 2 == 1) or report.accepted + report.rejected == 0, "the parse took the other path"
+    limit = liveness.DRIVER_LIMIT
+    liveness.DRIVER_LIMIT = 0 if way == 2 else limit  # (any delete is then too many for the driver)
+    try:
+        report = ingest_files(Home(spark, settings_), "fz", paths)
+    finally:
+        liveness.DRIVER_LIMIT = limit
+    said = [r.getMessage() for r in caplog.records]
+    in_driver = any("in the driver" in line for line in said if "parsing" in line)
+    assert in_driver == (way != 0) or report.accepted + report.rejected == 0, "the parse took the other path"
+    if way == 2 and any(rel.deletes for rel in report.relations.values()):
+        assert any("deletes too many to judge in the driver: by Spark" in line for line in said), said
     got_rows, got_quarantine = batch_rows(spark, settings_, report.batch_id)
     # Events in seq order, per relation as the oracle ordered them; each once.
     for rel in RELATIONS:

@@ -1,6 +1,7 @@
 """The delete check reads only the data files that can hold the deleted tuples, and
-judges the same on the driver (small batches), by Spark with that lookup and by Spark
-without it (NULLs, a batch's own inserts, a second delete of the last copy)."""
+judges the same on the driver (small batches: over Spark's reads, and over PyIceberg's
+for a batch parsed in the driver), by Spark with that lookup and by Spark without it
+(NULLs, a batch's own inserts, a second delete of the last copy)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from cumulus.engine.metrics import StageMeter
 from cumulus.ingest import liveness
 from cumulus.schema import INT, STRING, Column, Relation
+from cumulus.store.catalog import shared_catalog
 
 REL = Relation("lv", (Column("k", INT), Column("v", STRING)))
 FILES = 4  # base holds keys 0..3999, one data file per thousand
@@ -68,15 +70,28 @@ def judged(spark, monkeypatch, way, rows, base, events):
     return rejected(liveness.not_alive(batch(spark, rows), REL, base, events))
 
 
+def judged_by_pyiceberg(settings, rows):
+    """The judgment of a batch parsed in the driver: its copies read through PyIceberg, no Spark job."""
+    valid = [{"k": k, "v": v, "__op": op, "__unit": 0, "__pos": pos} for pos, (k, v, op) in enumerate(rows)]
+    found = liveness.not_alive_in_driver(shared_catalog(settings), REL, valid, "liveness.base", "liveness.events")
+    assert found is not None, "judged by Spark after all"
+    return sorted(((valid[pos]["k"], valid[pos]["v"], pos) for _, pos in found), key=lambda r: r[2])
+
+
 @pytest.mark.parametrize("way", list(WAYS))
 def test_the_same_deletes_are_rejected_each_way(spark, tables, monkeypatch, way):
     base, events = tables
     assert judged(spark, monkeypatch, way, ROWS, base, events) == REJECTED
 
 
-def test_random_batches_are_judged_alike_on_the_driver_and_by_spark(spark, tables, monkeypatch):
+def test_the_same_deletes_are_rejected_in_the_driver_through_pyiceberg(settings, tables):
+    assert judged_by_pyiceberg(settings, ROWS) == REJECTED
+
+
+def test_random_batches_are_judged_alike_on_the_driver_and_by_spark(spark, settings, tables, monkeypatch):
     """Inserts and deletes (some of several copies, NULL keys, tuples only the batch has)
-    in random order: the driver's walk and Spark's windows reject the same rows."""
+    in random order: the driver's walk (over Spark's reads and over PyIceberg's) and
+    Spark's windows reject the same rows."""
     import random
 
     base, events = tables
@@ -85,6 +100,7 @@ def test_random_batches_are_judged_alike_on_the_driver_and_by_spark(spark, table
         pool = [(k, f"v{k}") for k in pick.sample(range(0, 4100), 6)] + [(None, "n"), (7000, "x"), (7001, "y")]
         rows = [(*pick.choice(pool), pick.choice((1, -1, -1))) for _ in range(40)]
         driver = judged(spark, monkeypatch, "driver", rows, base, events)
+        assert driver == judged_by_pyiceberg(settings, rows), rows  # (the limits as they are: the driver's way)
         assert driver == judged(spark, monkeypatch, "lookup", rows, base, events), rows
         assert driver, "the batch rejects nothing: it tests nothing"
 
