@@ -152,6 +152,23 @@ def _deltas(home: Home, maps: set[str], snapshots: list[tuple[int, int]]) -> Dat
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
+def _changed_maps(home: Home, maps: set[str], snapshots: list[tuple[int, int]]) -> set[str]:
+    """Those of `maps` with a delta row in the snapshots (delta_snapshots: each with the
+    epoch after which its rows are delta rows), from the driver's plan of maps.entries'
+    files, no row read: a file whose `epoch` bounds reach past the snapshot's epoch may
+    hold one. Each file holds one epoch (an apply's deltas, a compaction's or a rebuild's
+    sums), so the plan finds exactly the maps with such rows; a file of several would
+    only make a map look changed, and its views' tables be rewritten, never the reverse."""
+    from pyiceberg.expressions import And, GreaterThan, In
+
+    table = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
+    found: set[str] = set()
+    for snap, after in snapshots:
+        scan = table.scan(snapshot_id=snap, row_filter=And(In("map", sorted(maps)), GreaterThan("epoch", after)))
+        found |= {task.file.partition[0] for task in scan.plan_files()}
+    return found & maps
+
+
 def _no_deletes(meta: Mapping[str, object] | None) -> bool:
     """Whether a results table is there and its current snapshot has no delete file (a
     MERGE writes position deletes; PyIceberg's whole rewrite would leave them behind); a
@@ -549,20 +566,25 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     snapshots = None
     if mode == "auto" and 0 < since < epoch:
         snapshots = delta_snapshots(commit.table_metadata(home.spark, home.tables.maps), since, epoch)
-    deltas, groups, touched, changed, keys_s = None, {}, {}, None, 0.0
-    if snapshots is not None and due:  # the delta rows of every view's maps, read once
-        started_keys = time.perf_counter()
-        deltas = _deltas(home, {m for v in due for m in compiled.views[v].maps}, snapshots).cache()
-        changed = {r["map"] for r in deltas.select("map").distinct().collect()}
-        groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))
-                  and changed & set(g[1])}
-        touched = _touched_counts(deltas, groups) if groups else {}
-        keys_s = time.perf_counter() - started_keys
     home.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {home.catalog}.{RESULTS}")
     metas = {v: _metadata(home, v) for v in due}
     if mode == "auto" and (new := [v for v, meta in metas.items() if meta is None]):
         _create_empty(home, compiled, new, epoch)
         metas |= {v: _metadata(home, v) for v in new}
+    deltas, groups, touched, changed, keys_s = None, {}, {}, None, 0.0
+    if snapshots is not None and due:
+        started_keys = time.perf_counter()
+        changed = _changed_maps(home, {m for v in due for m in compiled.views[v].maps}, snapshots)
+        # The views a touched update may suit (rows keyed by group, a changed map, a table
+        # showing `since` of at least results_touched_min_rows rows): the delta rows of
+        # their maps, read once by Spark, and how many groups of each they touch.
+        groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))
+                  and changed & set(g[1]) and metas[v] is not None and shows_epoch(metas[v], since)
+                  and _live_rows(metas[v]) >= home.settings.results_touched_min_rows}
+        if groups:
+            deltas = _deltas(home, {m for v in groups for m in compiled.views[v].maps}, snapshots).cache()
+            touched = _touched_counts(deltas, groups)
+        keys_s = time.perf_counter() - started_keys
     done = {v: _Written("kept") for v, meta in metas.items()  # a retry after a crash: these were written
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
     if changed is not None:  # no delta row in any of its maps: the view's rows are the last epoch's
