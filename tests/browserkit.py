@@ -76,17 +76,34 @@ class Browser:
     def set_cookie(self, name: str, value: str, url: str) -> None:
         self.call("Network.setCookie", name=name, value=value, url=url)
 
-    def open(self, url: str, settle: float = 6.0) -> str:
-        """Load `url`, wait for it (and the page's own requests) to settle; its text."""
+    def open(self, url: str, expect: tuple[str, ...] = (), timeout: float = 60, quiet: float = 1.0,
+             linger: float = 6.0) -> str:
+        """Load `url` and wait until the page is loaded and its text holds every string of
+        `expect` (a single-page app draws after the load), then until no request of its
+        own has been pending for `quiet` seconds (at most `linger`: a page may poll); its
+        text (what it shows by `timeout`)."""
         self.events.clear()
         self.call("Page.navigate", url=url)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.evaluate("document.readyState") == "complete":
-                break
-            time.sleep(0.5)
-        time.sleep(settle)
-        return self.evaluate("document.body ? document.body.innerText : ''") or ""
+        deadline = time.monotonic() + timeout
+        shown = quiet_since = None
+        while True:
+            text = self.evaluate("document.readyState === 'complete' && document.body ? document.body.innerText : null")
+            now = time.monotonic()
+            quiet_since = None if self._pending() else (quiet_since or now)
+            if shown is None and text is not None and all(e in text for e in expect):
+                shown = now
+            if shown is not None and ((quiet_since and now - quiet_since >= quiet) or now - shown >= linger):
+                return text or ""
+            if now > deadline:
+                return text or ""
+            time.sleep(0.25)
+
+    def _pending(self) -> set[str]:
+        """The page's requests since it was opened that have neither finished nor failed."""
+        asked = {e["params"]["requestId"] for e in self.events if e["method"] == "Network.requestWillBeSent"}
+        done = {e["params"]["requestId"] for e in self.events
+                if e["method"] in ("Network.loadingFinished", "Network.loadingFailed")}
+        return asked - done
 
     def loads(self) -> tuple[list[str], list[str]]:
         """(every address the page asked for since it was opened, those that failed)."""

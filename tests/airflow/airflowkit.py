@@ -164,8 +164,9 @@ class AirflowEnv:
                                  f"{(proc.stdout + proc.stderr)[-4000:]}")
         return proc
 
-    def setup(self, stream, views: dict[str, Path] = VIEWS) -> None:
-        """The Cumulus home (one Spark process) and the Airflow metadata database + pool."""
+    def setup(self, stream, views: dict[str, Path] = VIEWS, airflow: bool = True) -> None:
+        """The Cumulus home (one Spark process) and, with `airflow`, the Airflow metadata
+        database with the catalog writers' pool."""
         settings = {"start": START.isoformat(), "epoch_interval": "1d", "retries": "2", "retry_delay": "3s",
                     "poke_interval": "3s", "late_timeout": "60s", **self.pipeline}
         cmd = [sys.executable, str(REPO / "scripts" / "demo_home.py"), "--home", str(self.home),
@@ -174,8 +175,46 @@ class AirflowEnv:
         cmd += [f"--pipeline={k}={v}" for k, v in settings.items()]
         proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-        self.airflow("db", "migrate")
-        self.airflow("pools", "set", "cumulus_catalog", "1", "Cumulus catalog writers")
+        if airflow:
+            self.metadata_database()
+
+    def metadata_database(self) -> None:
+        """airflow.db: `airflow db migrate` and the pool, run once per Airflow version and
+        kept in .cache/airflow/ (about 25 s of one Airflow process on 2 cores), then copied
+        into each environment (under a lock: the xdist workers share it). Migrating an
+        empty SQLite database writes nothing of the AIRFLOW_HOME it ran in."""
+        import fcntl
+        from importlib.metadata import version
+
+        cache = REPO / ".cache" / "airflow"
+        cache.mkdir(parents=True, exist_ok=True)
+        template = cache / f"airflow-{version('apache-airflow')}.db"
+        target = self.airflow_home / "airflow.db"
+        self.airflow_home.mkdir(parents=True, exist_ok=True)
+        with (cache / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not template.is_file():
+                self.airflow("db", "migrate")
+                self.airflow("pools", "set", "cumulus_catalog", "1", "Cumulus catalog writers")
+                self._copy_db(target, template)
+                return
+        self._copy_db(template, target)
+
+    @staticmethod
+    def _copy_db(source: Path, target: Path) -> None:
+        """A consistent copy of a SQLite database (sqlite3's online backup), written whole
+        to a temporary file first."""
+        import sqlite3
+
+        partial = target.with_name(target.name + ".partial")
+        partial.unlink(missing_ok=True)
+        src, dst = sqlite3.connect(source), sqlite3.connect(partial)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        partial.replace(target)
 
     def close(self) -> None:
         """Stop the runner (a later command starts another)."""

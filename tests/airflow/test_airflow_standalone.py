@@ -259,13 +259,13 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
     browser = Browser(root / "chromium", offline=True)  # no host resolves but loopback
     try:
         browser.set_cookie("_token", api.token, api.base)
-        text = browser.open(f"{api.base}/dags/cumulus_epoch", settle=8)
+        text = browser.open(f"{api.base}/dags/cumulus_epoch", expect=("cumulus_epoch",))
         assert "cumulus_epoch" in text, text[:2000]
         ui = browser.screenshot(shots / "airflow-ui-cumulus_epoch.png")
-        text = browser.open(f"{api.base}/plugin/cumulus", settle=8)
+        text = browser.open(f"{api.base}/plugin/cumulus", expect=("Cumulus",))
         assert "Cumulus" in text, text[:2000]
         nav = browser.screenshot(shots / "airflow-ui-cumulus-plugin.png")
-        text = browser.open(f"{api.base}/cumulus/", settle=2)
+        text = browser.open(f"{api.base}/cumulus/", expect=("Cumulus ledger", "published"))
         assert "Cumulus ledger" in text and "published" in text, text[:2000]
         asked, failed = browser.loads()
         assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
@@ -281,7 +281,7 @@ def test_scheduled_epoch_then_dbt_backfill_and_the_ui(airflow):
         page = browser.screenshot(shots / "cumulus-plugin-page.png")
         # The one Data Docs site (every epoch's results) through the plugin's /cumulus/reports/,
         # its assets too.
-        text = browser.open(f"{api.base}/cumulus/reports/data_docs/index.html", settle=2)
+        text = browser.open(f"{api.base}/cumulus/reports/data_docs/index.html", expect=("epoch-1",))
         asked, failed = browser.loads()
         assert failed == [] and all(u.startswith((api.base, "data:")) for u in asked), (failed, asked)
         navbar = browser.evaluate("getComputedStyle(document.querySelector('nav.navbar')).display")

@@ -47,8 +47,7 @@ def cli(env: AirflowEnv, *args: str) -> subprocess.CompletedProcess:
 def test_landed_files_become_fresh_values_and_a_killed_engine_resumes(tmp_path):
     stream = make_stream(tmp_path, epochs=2)
     env = AirflowEnv(tmp_path)
-    env.setup(stream)
-    env.close()  # Airflow's part is done: the engine alone from here
+    env.setup(stream, airflow=False)  # the engine alone: no Airflow here
     engines = [WarmEngine(env, cadence=1)]
     try:
         # Epoch 1's folders have landed: the engine ingests and applies them by itself.

@@ -134,7 +134,7 @@ def test_the_pages_render_styled_with_no_network(home, tmp_path):
         pages = (("data-docs-history", home.index, ["Validation Results", "epoch-1", "epoch-2", "maps", "base"]),
                  ("data-docs-validation", failed, ["Failed", "1 unexpected values found", "-1.0"]))
         for name, page, says in pages:
-            text = browser.open(page.as_uri(), settle=2)
+            text = browser.open(page.as_uri(), expect=tuple(says))
             asked, failures = browser.loads()
             assert failures == [], failures
             assert all(url.startswith(("file://", "data:")) for url in asked), asked
@@ -148,7 +148,7 @@ def test_the_pages_render_styled_with_no_network(home, tmp_path):
                 assert len(drawn) == 4 and all("epoch-2" in r for r in drawn[:2]), drawn
                 assert all("epoch-1" in r for r in drawn[2:]), drawn
             shots.append(browser.screenshot(ARTIFACTS / f"{name}.png"))
-        browser.open(forward.as_uri(), settle=2)  # reports/epoch-2/index.html forwards to the epoch's page
+        browser.open(forward.as_uri(), expect=("Failed",))  # reports/epoch-2/index.html forwards to the epoch's page
         assert browser.evaluate("location.href") == failed.as_uri()
     finally:
         browser.close()

@@ -91,7 +91,8 @@ def assert_docs_render_offline(target: Path) -> None:
     browser = Browser(target / ".chromium", offline=True)
     try:
         base = f"http://127.0.0.1:{server.server_port}"
-        text = browser.open(f"{base}/index.html#!/model/model.cumulus.nation_revenue", settle=4)
+        text = browser.open(f"{base}/index.html#!/model/model.cumulus.nation_revenue",
+                            expect=("marts.nation_revenue", "Columns"))
         asked, failed = browser.loads()
         assert all(u.startswith((base, "data:")) for u in asked), asked  # nothing from another host
         # dbt docs' own quirk: <img src="{{ getIcon(...) }}"> is asked for once before Angular
