@@ -61,6 +61,7 @@ from cumulus.schema import (
     promote,
 )
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
+from cumulus.sql.clauses import expand_group_by_all, unmodelled
 from cumulus.sql.items import Output, SelectBinder
 from cumulus.sql.nested import NestedBinder
 from cumulus.sql.polynomial import ind_and, ind_sum, monomials, neg, product
@@ -250,6 +251,10 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             select = outer
         if not isinstance(select, exp.Select):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
+        if (why := expand_group_by_all(select)) is not None:
+            raise self.refuse_kw(why, "ALL")
+        for what, node, keyword in unmodelled(select):  # a clause dropped would be a wrong answer
+            raise self.refuse(what, node, keyword)
         return merge_from_subqueries(select)
 
     def bind(self, select: exp.Select | None = None) -> BoundView:
@@ -370,12 +375,13 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         tables = [select.args["from"].this]
         for join in select.args.get("joins") or []:
             side, kind = (join.side or "").upper(), (join.kind or "").upper()
+            if kind in ("SEMI", "ANTI", "ASOF") or join.args.get("method"):  # LEFT SEMI JOIN: a semi-join
+                word = kind or join.args["method"].upper()
+                raise self.refuse(f"{' '.join(filter(None, (side, word)))} JOIN is not supported (only inner "
+                                  "equi-joins; EXISTS and IN (subquery) are kept)", join, word)
             if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
                 word = side or "OUTER"
                 raise self.refuse(f"{word} OUTER JOIN is not supported (only inner equi-joins)", join, word)
-            if kind in ("SEMI", "ANTI", "ASOF") or join.args.get("method"):
-                word = kind or join.args["method"].upper()
-                raise self.refuse(f"{word} JOIN is not supported (only inner equi-joins)", join, word)
             if join.args.get("using"):
                 raise self.refuse("JOIN ... USING is not supported; write JOIN ... ON a.x = b.x", join, "USING")
             if join.args.get("on"):
