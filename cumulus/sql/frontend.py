@@ -740,7 +740,14 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
                 raise self.refuse(f"EXTRACT({part} ...) is not supported (YEAR, MONTH, DAY are)", e)
             return Call(_EXTRACT[part], (self.scalar(e.expression),))
         if isinstance(e, (exp.Year, exp.Month, exp.Day)):
-            return Call(type(e).__name__.upper(), (self.scalar(e.this),))
+            arg = e.this
+            if isinstance(arg, exp.TsOrDsToDate) and not arg.args.get("format") and not arg.args.get("safe"):
+                inner = self.scalar(arg.this)  # Spark's YEAR(d) parses as YEAR(TO_DATE(d)): d itself over a DATE
+                if self.m3_type(inner)[0] != DATE:
+                    raise self.refuse(f"{self.text_of(e)} over a {str(self.m3_type(inner)[0]).upper()} is not "
+                                      "supported (over a DATE it is)", e)
+                return Call(type(e).__name__.upper(), (inner,))
+            return Call(type(e).__name__.upper(), (self.scalar(arg),))
         if isinstance(e, exp.Case):  # CASE x WHEN v THEN ... is CASE WHEN x = v THEN ...
             subject = self.scalar(e.this) if e.this is not None else None
             default = e.args.get("default")

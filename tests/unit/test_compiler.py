@@ -176,6 +176,18 @@ def test_group_by_all_is_the_list_of_the_items_without_aggregates() -> None:
         compile_views(TPCH, [("v", "SELECT *, COUNT(*) FROM nation GROUP BY ALL")])
 
 
+def test_year_of_a_date_as_spark_parses_it() -> None:
+    """Spark's YEAR(d) parses as YEAR(TO_DATE(d)): over a DATE the same program as EXTRACT;
+    over a string (Spark would cast it) refused."""
+    def program(sql: str) -> str:
+        return str(compile_views(TPCH, [("v", sql)]).program)
+
+    assert program("SELECT YEAR(o_orderdate) AS y, COUNT(*) AS n FROM orders GROUP BY YEAR(o_orderdate)") == program(
+        "SELECT EXTRACT(YEAR FROM o_orderdate) AS y, COUNT(*) AS n FROM orders GROUP BY EXTRACT(YEAR FROM o_orderdate)")
+    with pytest.raises(UnsupportedSQLError, match=r"MONTH\(o_comment\) over a STRING"):
+        compile_views(TPCH, [("v", "SELECT MONTH(o_comment) AS m, COUNT(*) FROM orders GROUP BY MONTH(o_comment)")])
+
+
 def test_views_share_maps_with_equal_definitions() -> None:
     a = "SELECT o_custkey, COUNT(*) AS n FROM orders GROUP BY o_custkey"
     b = "SELECT o_custkey, SUM(o_totalprice) AS total FROM orders GROUP BY o_custkey"
