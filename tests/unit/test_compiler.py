@@ -160,9 +160,6 @@ def test_clauses_the_compiler_does_not_model_are_refused_not_dropped(sql, constr
 def test_group_by_all_is_the_list_of_the_items_without_aggregates() -> None:
     """GROUP BY ALL (Spark 3.4+, DuckDB) compiles to the program of its explicit list;
     sorting and unsorted DISTRIBUTE BY / CLUSTER BY change no rows and compile as without."""
-    def program(sql: str) -> str:
-        return str(compile_views(TPCH, [("v", sql)]).program)
-
     explicit = program("SELECT o_custkey, o_orderstatus AS st, SUM(o_totalprice) AS t FROM orders "
                        "GROUP BY o_custkey, o_orderstatus HAVING COUNT(*) > 1")
     assert program("SELECT o_custkey, o_orderstatus AS st, SUM(o_totalprice) AS t FROM orders "
@@ -176,12 +173,14 @@ def test_group_by_all_is_the_list_of_the_items_without_aggregates() -> None:
         compile_views(TPCH, [("v", "SELECT *, COUNT(*) FROM nation GROUP BY ALL")])
 
 
+def program(sql: str) -> str:
+    """One view's M3 program, printed."""
+    return str(compile_views(TPCH, [("v", sql)]).program)
+
+
 def test_year_of_a_date_as_spark_parses_it() -> None:
     """Spark's YEAR(d) parses as YEAR(TO_DATE(d)): over a DATE the same program as EXTRACT;
     over a string (Spark would cast it) refused."""
-    def program(sql: str) -> str:
-        return str(compile_views(TPCH, [("v", sql)]).program)
-
     assert program("SELECT YEAR(o_orderdate) AS y, COUNT(*) AS n FROM orders GROUP BY YEAR(o_orderdate)") == program(
         "SELECT EXTRACT(YEAR FROM o_orderdate) AS y, COUNT(*) AS n FROM orders GROUP BY EXTRACT(YEAR FROM o_orderdate)")
     with pytest.raises(UnsupportedSQLError, match=r"MONTH\(o_comment\) over a STRING"):
