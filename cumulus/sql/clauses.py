@@ -40,11 +40,13 @@ MODELLED: dict[type[exp.Expression], frozenset[str]] = {
     exp.Column: frozenset({"this", "table", "db", "catalog"}),
     exp.Cast: frozenset({"this", "to"}),
     exp.In: frozenset({"this", "expressions", "query"}),
+    exp.Star: frozenset(),  # DuckDB's * EXCLUDE / REPLACE / RENAME: expand_stars reads none
 }
 
-# The construct behind an argument, and the keyword where the message points.
+# The construct behind an argument, and the keyword where the message points (the first
+# of the |-separated spellings that the view's text has).
 CONSTRUCTS: dict[str, tuple[str, str]] = {
-    "sample": ("TABLESAMPLE", "TABLESAMPLE"),
+    "sample": ("TABLESAMPLE", "TABLESAMPLE|SAMPLE"),
     "version": ("time travel (VERSION AS OF, TIMESTAMP AS OF)", "AS OF"),
     "laterals": ("LATERAL VIEW", "LATERAL"),
     "pivots": ("PIVOT and UNPIVOT", "PIVOT"),
@@ -70,12 +72,15 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "join_mark": ("an outer-join mark (+)", "(+)"),
     "format": ("a FORMAT clause", "FORMAT"),
     "unnest": ("IN UNNEST", "UNNEST"),
+    "except": ("* EXCLUDE", "EXCLUDE|EXCEPT"),
+    "replace": ("* REPLACE", "REPLACE"),
+    "rename": ("* RENAME", "RENAME"),
 }
 
 
-def unmodelled(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression, str]]:
+def unmodelled(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression, tuple[str, ...]]]:
     """Each argument set on a node of `tree` that the binder does not read: (message,
-    the argument's node, the keyword to point at), in the tree's order."""
+    the argument's node, the keyword's spellings to point at), in the tree's order."""
     for node in tree.walk():
         allowed = next((args for kind, args in MODELLED.items() if type(node) is kind), None)
         if allowed is None:
@@ -90,7 +95,7 @@ def unmodelled(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression, str]
             first = value[0] if isinstance(value, list) else value
             if isinstance(first, exp.Version):  # one token: VERSION AS OF, TIMESTAMP AS OF
                 keyword = f"{first.name} {first.text('kind')}".upper()
-            yield f"{what} is not supported", first if isinstance(first, exp.Expression) else node, keyword
+            yield f"{what} is not supported", first if isinstance(first, exp.Expression) else node, tuple(keyword.split("|"))
 
 
 def expand_group_by_all(tree: exp.Expression) -> str | None:

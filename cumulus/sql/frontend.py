@@ -253,8 +253,8 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             raise UnsupportedSQLError(f"a view must be a SELECT, got {select.key.upper()}")
         if (why := expand_group_by_all(select)) is not None:
             raise self.refuse_kw(why, "ALL")
-        for what, node, keyword in unmodelled(select):  # a clause dropped would be a wrong answer
-            raise self.refuse(what, node, keyword)
+        for what, node, spellings in unmodelled(select):  # a clause dropped would be a wrong answer
+            raise self.refuse(what, node, next((k for k in spellings if self.keyword_offsets(k)), spellings[0]))
         return merge_from_subqueries(select)
 
     def bind(self, select: exp.Select | None = None) -> BoundView:

@@ -146,13 +146,17 @@ UNMODELLED = [
      "LEFT SEMI JOIN is not supported", 1, 37),
     ("WITH t AS (SELECT o_custkey, o_totalprice FROM orders TABLESAMPLE (1 ROWS))\n"
      "SELECT o_custkey, SUM(o_totalprice) FROM t GROUP BY o_custkey", "TABLESAMPLE", 1, 55),
+    ("duckdb: SELECT * EXCLUDE (o_comment) FROM orders", "* EXCLUDE", 1, 10),
+    ("duckdb: SELECT o.* REPLACE (o_totalprice * 2 AS o_totalprice) FROM orders o", "* REPLACE", 1, 12),
+    ("duckdb: SELECT COUNT(*) FROM orders USING SAMPLE 10%", "TABLESAMPLE", 1, 35),
 ]
 
 
 @pytest.mark.parametrize("sql,construct,line,col", UNMODELLED, ids=[c for _, c, _, _ in UNMODELLED])
 def test_clauses_the_compiler_does_not_model_are_refused_not_dropped(sql, construct, line, col) -> None:
+    dialect, _, text = sql.rpartition(": ") if sql.startswith("duckdb: ") else ("spark", "", sql)
     with pytest.raises(UnsupportedSQLError) as info:
-        compile_views(TPCH, [("v", sql)])
+        compile_views(TPCH, [("v", text)], dialect)
     assert construct in str(info.value) and "not supported" in str(info.value), str(info.value)
     assert (info.value.pos.line, info.value.pos.col) == (line, col), str(info.value)
 
