@@ -41,6 +41,12 @@ MODELLED: dict[type[exp.Expression], frozenset[str]] = {
     exp.Cast: frozenset({"this", "to"}),
     exp.In: frozenset({"this", "expressions", "query"}),
     exp.Star: frozenset(),  # DuckDB's * EXCLUDE / REPLACE / RENAME: expand_stars reads none
+    # An aggregate reads one argument: COUNT(a, b) counts the rows where both are non-NULL.
+    exp.Count: frozenset({"this", "big_int"}),
+    exp.Sum: frozenset({"this"}),
+    exp.Avg: frozenset({"this"}),
+    exp.Min: frozenset({"this"}),
+    exp.Max: frozenset({"this"}),
 }
 
 # The construct behind an argument, and the keyword where the message points (the first
@@ -92,6 +98,8 @@ def unmodelled(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression, tupl
                     node.args.get("limit") or node.args.get("offset")):
                 continue  # without LIMIT, an order within partitions leaves the rows as they are
             what, keyword = CONSTRUCTS.get(key, (key.replace("_", " ").upper(), key.split("_")[0].upper()))
+            if isinstance(node, exp.AggFunc) and key == "expressions":
+                what, keyword = f"{node.key.upper()} of several arguments", node.key.upper()
             first = value[0] if isinstance(value, list) else value
             if isinstance(first, exp.Version):  # one token: VERSION AS OF, TIMESTAMP AS OF
                 keyword = f"{first.name} {first.text('kind')}".upper()
