@@ -88,6 +88,9 @@ def unmodelled(tree: exp.Expression) -> Iterator[tuple[str, exp.Expression, tupl
     """Each argument set on a node of `tree` that the binder does not read: (message,
     the argument's node, the keyword's spellings to point at), in the tree's order."""
     for node in tree.walk():
+        if isinstance(node, exp.Table) and node.args.get("alias") is not None and node.args["alias"].columns:
+            # r AS x(b, a) renames r's columns (a subquery's or a CTE's column list is modelled)
+            yield "column names in a relation's alias (r AS x(c, ...)) are not supported", node.args["alias"], ("AS",)
         allowed = next((args for kind, args in MODELLED.items() if type(node) is kind), None)
         if allowed is None:
             continue

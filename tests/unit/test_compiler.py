@@ -147,6 +147,7 @@ UNMODELLED = [
     ("WITH t AS (SELECT o_custkey, o_totalprice FROM orders TABLESAMPLE (1 ROWS))\n"
      "SELECT o_custkey, SUM(o_totalprice) FROM t GROUP BY o_custkey", "TABLESAMPLE", 1, 55),
     ("SELECT COUNT(o_custkey, o_comment) AS n FROM orders", "COUNT of several arguments", 1, 8),
+    ("SELECT n.k, COUNT(*) AS c FROM nation AS n(k, nm, r, cm) GROUP BY n.k", "a relation's alias", 1, 39),
     ("duckdb: SELECT * EXCLUDE (o_comment) FROM orders", "* EXCLUDE", 1, 10),
     ("duckdb: SELECT o.* REPLACE (o_totalprice * 2 AS o_totalprice) FROM orders o", "* REPLACE", 1, 12),
     ("duckdb: SELECT COUNT(*) FROM orders USING SAMPLE 10%", "TABLESAMPLE", 1, 35),
