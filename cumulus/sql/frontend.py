@@ -79,6 +79,7 @@ from cumulus.sql.rewrite import (
     natural_and_using,
     plain_rows,
 )
+from cumulus.sql.sqltext import LITERAL_SPELLING, literal_as
 from cumulus.sql.subqueries import SubqueryBinder, read_time_subqueries
 
 _EXTRACT = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY"}
@@ -641,12 +642,25 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
     def compare(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Cmp:
         """left op right, type-checked here so that a mistake names the view, line and column."""
         lt, rt = self.m3_type(left)[0], self.m3_type(right)[0]
+        left, right = self.literal_as(left, rt, node), self.literal_as(right, lt, node)
+        lt, rt = self.m3_type(left)[0], self.m3_type(right)[0]
         numbers = (INT, DECIMAL, FLOAT)
         if lt and rt and lt != rt and not (lt in numbers and rt in numbers):
             raise self.bind_error(f"cannot compare {lt.upper()} with {rt.upper()} in {self.text_of(node)}", node)
         if BOOL in (lt, rt) and op not in ("=", "<>"):
             raise self.bind_error(f"booleans can only be compared with = and <> ({self.text_of(node)})", node)
         return Cmp(op, left, right)
+
+    def literal_as(self, x: Expr, other: str | None, node: exp.Expression) -> Expr:
+        """A string constant compared with a DATE or an INT is read as one (sqltext.literal_as);
+        a spelling the engines could read differently is refused by name."""
+        if not (isinstance(x, Const) and x.type == STRING and other in (DATE, INT)):
+            return x
+        value = literal_as(x.value, other)  # type: ignore[arg-type]
+        if value is None:
+            raise self.bind_error(f"cannot compare {other.upper()} with the string '{x.value}' in "  # type: ignore[union-attr]
+                                  f"{self.text_of(node)}: {LITERAL_SPELLING[other]}", node)  # type: ignore[index]
+        return Const(value, other)  # type: ignore[arg-type]
 
     def boolean(self, e: exp.Expression) -> Expr:
         """A BOOLEAN operand (a column or a constant) of IS TRUE / a bare condition."""

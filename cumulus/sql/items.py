@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from cumulus.errors import Position
 from cumulus.m3.ast import Const
 from cumulus.schema import NULL
 from cumulus.sql.calculus import Monomial
@@ -48,7 +49,7 @@ class Output:
 
 class SelectBinder:
     """The SELECT side of `_Binder`: uses its aggregate, find_group_var, group_var, scalar,
-    bind_subview, semijoins, refuse, refuse_kw, bind_error, text_of and _is_column."""
+    bind_subview, semijoins, refuse, refuse_kw, bind_error, pos_of, text_of and _is_column."""
 
     def bind_select(self, select: exp.Select) -> list[Output]:
         """The maintained columns (SELECT's group columns and aggregates, then the hidden
@@ -178,7 +179,7 @@ class SelectBinder:
             return Arith(op, sub(e.this), sub(e.expression))
         if isinstance(e, exp.Nullif):
             x = sub(e.this)
-            return Case(((Compare("=", x, sub(e.expression)), Lit(None, NULL)),), x)
+            return Case(((Compare("=", x, sub(e.expression), *self.at(e)), Lit(None, NULL)),), x)
         if isinstance(e, exp.Coalesce):
             args = [sub(e.this), *(sub(a) for a in e.expressions)]
             return Case(tuple((NullTest(a, negated=True), a) for a in args[:-1]), args[-1])
@@ -187,7 +188,7 @@ class SelectBinder:
             whens = tuple((sub(b.this), sub(b.args["true"])) for b in e.args["ifs"])
             return Case(whens, sub(default) if default is not None else Lit(None, NULL))
         if isinstance(e, tuple(CMP)):
-            return Compare(CMP[type(e)], sub(e.this), sub(e.expression))
+            return Compare(CMP[type(e)], sub(e.this), sub(e.expression), *self.at(e))
         if isinstance(e, (exp.And, exp.Or)):
             return Logic("AND" if isinstance(e, exp.And) else "OR", sub(e.this), sub(e.expression))
         if isinstance(e, exp.Not):
@@ -196,16 +197,21 @@ class SelectBinder:
             return NullTest(sub(e.this))
         if isinstance(e, exp.Between):
             x = sub(e.this)
-            return Logic("AND", Compare(">=", x, sub(e.args["low"])), Compare("<=", x, sub(e.args["high"])))
+            return Logic("AND", Compare(">=", x, sub(e.args["low"]), *self.at(e)),
+                         Compare("<=", x, sub(e.args["high"]), *self.at(e)))
         if isinstance(e, exp.In) and e.expressions and not e.args.get("query"):
             x, out = sub(e.this), None
             for v in e.expressions:
-                item = Compare("=", x, sub(v))
+                item = Compare("=", x, sub(v), *self.at(e))
                 out = item if out is None else Logic("OR", out, item)
             return out  # type: ignore[return-value]
         raise self.refuse(
             f"{self.text_of(e)} ({construct(e)}) is not supported over aggregates (read time: arithmetic, "
             "CASE, NULLIF, COALESCE, comparisons, AND/OR/NOT)", e)
+
+    def at(self, node: exp.Expression) -> tuple[Position | None, str]:
+        """Where a comparison is, and its text: for readtime.typed's errors."""
+        return self.pos_of(node), self.text_of(node)
 
     def hidden_name(self, stem: str) -> str:
         n = 1

@@ -17,13 +17,14 @@ from __future__ import annotations
 import decimal
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
+from cumulus.errors import Position, SQLBindError
 from cumulus.m3.ast import Const
 from cumulus.m3.interpreter import divide
 from cumulus.output import text as show
-from cumulus.sql.sqltext import quotient_sql, spark_literal
+from cumulus.sql.sqltext import LITERAL_SPELLING, literal_as, quotient_sql, spark_literal
 
 # ---------------------------------------------------------------- expressions
 
@@ -104,6 +105,8 @@ class Compare(RExpr):
     op: str  # = <> < <= > >=
     left: RExpr
     right: RExpr
+    at: Position | None = field(default=None, compare=False)  # where the view has it, for errors
+    text: str = field(default="", compare=False)
 
     def children(self) -> tuple[RExpr, ...]:
         return (self.left, self.right)
@@ -312,6 +315,42 @@ def type_of(e: RExpr, types: dict[str, str]) -> str:
                 return t
         return known[0] if known else "null"
     return "bool"
+
+
+def typed(finish: Finish, types: dict[str, str], sql: str) -> Finish:
+    """`finish` with its comparisons type-checked as the front end checks the WHERE
+    clause's: a string constant compared with a DATE or an INT is read as one
+    (sqltext.literal_as; HAVING MAX(dt) > '1998-09-02'); other mixed types, and a
+    spelling the engines could read differently, are a SQLBindError at the comparison."""
+    def fix(e):
+        if isinstance(e, tuple):
+            return tuple(fix(x) for x in e)
+        if not isinstance(e, RExpr) or not e.children():
+            return e
+        e = replace(e, **{f: fix(getattr(e, f)) for f in e.__dataclass_fields__
+                          if isinstance(getattr(e, f), (RExpr, tuple))})
+        if isinstance(e, Compare):
+            lt, rt = type_of(e.left, types), type_of(e.right, types)
+            e = replace(e, left=_literal(e.left, rt, e, sql), right=_literal(e.right, lt, e, sql))
+            lt, rt = type_of(e.left, types), type_of(e.right, types)
+            if lt != rt and "null" not in (lt, rt) and not (lt in NUMERIC and rt in NUMERIC):
+                raise SQLBindError(f"cannot compare {lt.upper()} with {rt.upper()} in {e.text}", e.at, sql)
+            if "bool" in (lt, rt) and e.op not in ("=", "<>"):
+                raise SQLBindError(f"booleans can only be compared with = and <> ({e.text})", e.at, sql)
+        return e
+
+    return replace(finish, select=tuple((n, fix(x)) for n, x in finish.select), having=fix(finish.having),
+                   order=tuple(replace(o, expr=fix(o.expr)) for o in finish.order))
+
+
+def _literal(e: RExpr, other: str, at: Compare, sql: str) -> RExpr:
+    if not (isinstance(e, Lit) and e.type == "string" and other in ("date", "int")):
+        return e
+    value = literal_as(e.value, other)  # type: ignore[arg-type]
+    if value is None:
+        raise SQLBindError(f"cannot compare {other.upper()} with the string '{e.value}' in {at.text}: "
+                           f"{LITERAL_SPELLING[other]}", at.at, sql)
+    return Lit(value, other)
 
 
 # ---------------------------------------------------------------- Spark SQL

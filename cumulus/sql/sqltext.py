@@ -5,6 +5,8 @@ column)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from decimal import Decimal
 
 from cumulus.m3.ast import And, BinOp, Call, Cmp, Const, Expr, If, IsNull, Like, Neg, Not, Or, Var
@@ -71,6 +73,23 @@ def quotient_sql(a: str, b: str) -> str:
     return (f"(CASE WHEN {y} = 0 THEN CASE WHEN {x} > 0 THEN CAST('Infinity' AS DOUBLE) "
             f"WHEN {x} < 0 THEN CAST('-Infinity' AS DOUBLE) WHEN {x} = 0 OR isnan({x}) THEN CAST('NaN' AS DOUBLE) END "
             f"ELSE {x} / {y} END)")
+
+
+def literal_as(value: str, type_: str):
+    """A string constant compared with a DATE or an INT, read as Spark and DuckDB both
+    cast it ('1998-09-02' a date, '7' an int), or None where the two could differ: only
+    'yyyy-mm-dd' and at most nine digits are taken."""
+    if type_ == DATE and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            return None
+    if type_ == INT and re.fullmatch(r"-?\d{1,9}", value):
+        return int(value)
+    return None
+
+
+LITERAL_SPELLING = {DATE: "expected 'yyyy-mm-dd'", INT: "expected at most nine digits"}
 
 
 def spark_literal(c: Const) -> str:

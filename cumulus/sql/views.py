@@ -29,7 +29,7 @@ from cumulus.schema import Schema
 from cumulus.sql.calculus import Monomial, Query, one
 from cumulus.sql.frontend import BoundView, bind_view
 from cumulus.sql.polynomial import product
-from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of, view_key
+from cumulus.sql.readtime import EXACT, Finish, Ref, apply, type_of, typed, view_key
 from cumulus.sql.to_m3 import BatchStatement, DeltaCompiler, MapDef
 
 
@@ -257,9 +257,9 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
     for name, sql in views[len(plans):]:
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
     checked = _program(compiler)
-    typed = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
+    with_types = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
     derived = {name: _typed_plan(checked, plan) for name, plan in compiler.derived.items()}
-    compiled = Compilation(schema, checked, dict(compiler.maps), typed, {r: list(b) for r, b in compiler.batch.items()},
+    compiled = Compilation(schema, checked, dict(compiler.maps), with_types, {r: list(b) for r, b in compiler.batch.items()},
                            derived)
     kept = _Compiled(compiler, plans, compiled)
     with _LOCK:
@@ -290,10 +290,12 @@ _LOCK = threading.Lock()  # the warm engine's requests run in threads
 
 
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
-    return replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
+    """The plan with its columns' types, and its read-time comparisons checked against them."""
+    plan = replace(plan, columns=tuple(_typed(checked, plan, c) for c in plan.columns),
                    subviews=tuple(_typed_plan(checked, s) for s in plan.subviews),
                    relations=tuple((n, _typed_plan(checked, d)) for n, d in plan.relations),
                    others=tuple((sign, _typed_plan(checked, o)) for sign, o in plan.others))
+    return replace(plan, finish=plan.finish and typed(plan.finish, plan.types, plan.sql))
 
 
 def _typed(checked: CheckedProgram, plan: ViewPlan, c: ViewColumn) -> ViewColumn:
