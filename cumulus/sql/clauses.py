@@ -78,6 +78,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "join_mark": ("an outer-join mark (+)", "(+)"),
     "format": ("a FORMAT clause", "FORMAT"),
     "unnest": ("IN UNNEST", "UNNEST"),
+    "field": ("IN over an expression, not a list (IN LIST (...), IN an array)", "IN"),
     "except": ("* EXCLUDE", "EXCLUDE|EXCEPT"),
     "replace": ("* REPLACE", "REPLACE"),
     "rename": ("* RENAME", "RENAME"),
