@@ -75,6 +75,7 @@ from cumulus.sql.rewrite import (
     hoisted,
     ident_stem,
     inside,
+    lateral_aliases,
     merge_from_subqueries,
     natural_and_using,
     plain_rows,
@@ -267,6 +268,7 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
 
         self.merged = natural_and_using(select, columns_of)
         expand_stars(select, columns_of, self.merged)
+        lateral_aliases(select, columns_of)
         self.bag = plain_rows(select)
         self.subviews: list[tuple[str, BoundView]] = []
         self.semijoins: list[exp.In] = []

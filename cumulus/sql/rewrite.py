@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 from sqlglot import exp
 
@@ -171,6 +172,41 @@ def expand_stars(select: exp.Select, columns_of, merged: set[str] = frozenset())
             item = exp.alias_(item, f"{name}_{taken[name]}")
         named.append(item)
     select.set("expressions", named)
+
+
+def lateral_aliases(select: exp.Select, columns_of) -> None:
+    """A SELECT item may name an earlier item's alias, as Spark 3.4+ and DuckDB allow
+    (SUM(b) AS s, s * 2 AS t): each such name, unqualified and no FROM relation's column
+    (a column comes first, as in both engines), becomes a copy of that item's expression.
+    A name inside an aggregate or a subquery is left as it is (Spark refuses the first).
+    In place; nothing is done when FROM holds anything but relations."""
+    holders = ([select.args["from"]] if select.args.get("from") else []) + list(select.args.get("joins") or [])
+    if not holders or not all(isinstance(h.this, exp.Table) for h in holders):
+        return
+    known = {c.lower() for _, rel in relations_in_from(select) for c in columns_of(rel)}
+    earlier: dict[str, exp.Expression] = {}
+    for item in select.expressions:
+        for col in list(item.find_all(exp.Column)):
+            name = col.name.lower()
+            if col.table or name in known or name not in earlier or isinstance(col.this, exp.Star):
+                continue
+            if any(isinstance(n, (exp.AggFunc, exp.Select, exp.Subquery)) for n in _ancestors(col, item)):
+                continue
+            copy = earlier[name].copy()
+            if col is item:  # the item is the name alone: it keeps the name
+                item = exp.alias_(copy, name)
+                col.replace(item)
+            else:
+                col.replace(copy)
+        if isinstance(item, exp.Alias):
+            earlier[item.alias.lower()] = item.this
+
+
+def _ancestors(node: exp.Expression, top: exp.Expression) -> Iterator[exp.Expression]:
+    """The nodes from `node`'s parent up to `top`, `top` included."""
+    while node is not top and node.parent is not None:
+        node = node.parent
+        yield node
 
 
 def plain_rows(select: exp.Select) -> bool:

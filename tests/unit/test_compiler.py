@@ -179,6 +179,26 @@ def test_group_by_all_is_the_list_of_the_items_without_aggregates() -> None:
         compile_views(TPCH, [("v", "SELECT *, COUNT(*) FROM nation GROUP BY ALL")])
 
 
+def test_a_select_item_may_name_an_earlier_items_alias() -> None:
+    """A lateral column alias (Spark 3.4+, DuckDB) is the expression it names: the same
+    program and read-time layer as written out; a relation's column of the same name comes
+    first; inside an aggregate (Spark refuses it) the name is unknown."""
+    def plan(sql: str):
+        compiled = compile_views(TPCH, [("v", sql)])
+        return str(compiled.program), compiled.views["v"].final
+
+    assert plan("SELECT o_custkey, SUM(o_totalprice) AS t, COUNT(*) AS n, t / n AS mean FROM orders "
+                "GROUP BY o_custkey HAVING mean > 1") == plan(
+        "SELECT o_custkey, SUM(o_totalprice) AS t, COUNT(*) AS n, SUM(o_totalprice) / COUNT(*) AS mean FROM orders "
+        "GROUP BY o_custkey HAVING SUM(o_totalprice) / COUNT(*) > 1")
+    assert plan("SELECT o_custkey + 1 AS k, k * 2 AS kk FROM orders") == plan(
+        "SELECT o_custkey + 1 AS k, (o_custkey + 1) * 2 AS kk FROM orders")
+    assert plan("SELECT o_custkey AS o_orderkey, o_orderkey AS x FROM orders") == plan(
+        "SELECT o_custkey AS o_orderkey, orders.o_orderkey AS x FROM orders")
+    with pytest.raises(SQLBindError, match="no relation in FROM has a column k"):
+        compile_views(TPCH, [("v", "SELECT o_custkey + 1 AS k, SUM(k) FROM orders GROUP BY o_custkey")])
+
+
 def program(sql: str) -> str:
     """One view's M3 program, printed."""
     return str(compile_views(TPCH, [("v", sql)]).program)
