@@ -257,7 +257,7 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             raise self.refuse_kw(why, "ALL")
         for what, node, spellings in unmodelled(select):  # a clause dropped would be a wrong answer
             raise self.refuse(what, node, next((k for k in spellings if self.keyword_offsets(k)), spellings[0]))
-        return merge_from_subqueries(select)
+        return merge_from_subqueries(select, self.columns_of)
 
     def bind(self, select: exp.Select | None = None) -> BoundView:
         """The view (or, given, a subquery of it: positions stay the view's)."""

@@ -188,7 +188,7 @@ class NestedBinder:
         self.relations: list[tuple[str, object]] = []
         self.derived_count = 0
         self.joined: set[str] = set()  # derived relations standing for a subquery of WHERE (not in `*`)
-        select = merge_from_subqueries(inline_ctes(select))
+        select = merge_from_subqueries(inline_ctes(select), self.columns_of)
         self.outer_select = select
         for holder in [select.args.get("from"), *(select.args.get("joins") or [])]:
             sub = holder.this if holder is not None else None

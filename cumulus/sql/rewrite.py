@@ -18,12 +18,14 @@ def has_aggregate(e: exp.Expression) -> bool:
     return any(isinstance(n, AGGREGATES) for n in e.walk())
 
 
-def merge_from_subqueries(select: exp.Select) -> exp.Select:
+def merge_from_subqueries(select: exp.Select, columns_of=lambda relation: ()) -> exp.Select:
     """FROM (SELECT ... FROM ... WHERE ...) AS alias, a subquery without aggregates,
     GROUP BY, DISTINCT, ORDER BY or LIMIT (TPC-H Q7, Q9), merged into the outer SELECT:
     its relations join the outer FROM, its WHERE the outer WHERE, and every outer
-    reference to one of its columns becomes the expression behind it. Other subqueries
-    stay, for clause_refusals to refuse."""
+    reference to one of its columns becomes the expression behind it. The subquery's own
+    column names are qualified first (by the one relation of its FROM that has them,
+    `columns_of(relation)`), so that none becomes ambiguous among the outer relations.
+    Other subqueries stay, for clause_refusals to refuse."""
     sources = [select.args["from"]] if select.args.get("from") else []
     sources += list(select.args.get("joins") or [])
     for holder in sources:
@@ -32,7 +34,7 @@ def merge_from_subqueries(select: exp.Select) -> exp.Select:
             continue
         if sub.args.get("alias") is not None and sub.args["alias"].columns:
             continue  # its columns renamed: kept as a derived relation (cumulus/sql/nested.py)
-        inner = merge_from_subqueries(sub.this)
+        inner = _qualified(merge_from_subqueries(sub.this, columns_of), columns_of)
         alias = (sub.alias or "").lower()
         names: dict[str, exp.Expression] = {}
         for item in inner.expressions:
@@ -52,6 +54,8 @@ def merge_from_subqueries(select: exp.Select) -> exp.Select:
                 name, qualifier = col.name.lower(), (col.table or "").lower()
                 if not qualifier and name in own and order is not None and inside(col, order):
                     continue  # ORDER BY names the outer SELECT's item first
+                if not qualifier and col.find_ancestor(exp.Select) is not select:
+                    continue  # an unqualified name in a subquery of the outer SELECT is that subquery's
                 if (qualifier == alias or not qualifier) and name in names:
                     replacement = names[name].copy()
                     if col.parent is not None and isinstance(col.parent, exp.Select) and col.arg_key == "expressions":
@@ -72,6 +76,22 @@ def merge_from_subqueries(select: exp.Select) -> exp.Select:
             if where is not None:
                 select.set("where", where)
     return select
+
+
+def _qualified(inner: exp.Select, columns_of) -> exp.Select:
+    """`inner` with each unqualified column name of its own (not of a subquery within)
+    qualified by the relation of its FROM that has it: the only one, or the one whose
+    columns (`columns_of`) hold the name. A name no relation or several hold stays. In place."""
+    rels = relations_in_from(inner)
+    for col in list(inner.find_all(exp.Column)):
+        if col.table or isinstance(col.this, exp.Star):
+            continue
+        if any(isinstance(n, (exp.Select, exp.Subquery)) for n in _ancestors(col, inner) if n is not inner):
+            continue
+        have = [a for a, r in rels if col.name.lower() in columns_of(r)] if len(rels) > 1 else [a for a, _ in rels]
+        if len(have) == 1:
+            col.set("table", exp.to_identifier(have[0]))
+    return inner
 
 
 def _mergeable(inner: exp.Select) -> bool:

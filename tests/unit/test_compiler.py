@@ -199,6 +199,24 @@ def test_a_select_item_may_name_an_earlier_items_alias() -> None:
         compile_views(TPCH, [("v", "SELECT o_custkey + 1 AS k, SUM(k) FROM orders GROUP BY o_custkey")])
 
 
+def test_subqueries_in_from_merge_with_their_own_names() -> None:
+    """Subqueries in FROM merged into the view keep their names apart: an unqualified
+    column of one is its own relation's, even where the outer relations share the name
+    (r.b, s.b), and a name the first gives a column is, inside the second, the second's
+    own column (the second's c was the first's `a AS c`: a join on a = a, wrong rows)."""
+    shared = parse_schema("CREATE TABLE r (a INT, b INT); CREATE TABLE s (b INT, c INT); "
+                          "CREATE TABLE t (c INT, d INT);")
+
+    def merged(sql: str) -> str:
+        return str(compile_views(shared, [("v", sql)]).program)
+
+    assert merged("SELECT x.a, y.c FROM (SELECT a, b FROM r WHERE a > 1) x "
+                  "JOIN (SELECT b, c FROM s WHERE c < 3) y ON x.b = y.b") == merged(
+        "SELECT r.a, s.c FROM r JOIN s ON r.b = s.b WHERE r.a > 1 AND s.c < 3")
+    assert merged("SELECT x.c AS xc, y.d FROM (SELECT a AS c FROM r) x JOIN (SELECT c, d FROM t) y "
+                  "ON x.c = y.c") == merged("SELECT r.a AS xc, t.d FROM r JOIN t ON r.a = t.c")
+
+
 def program(sql: str) -> str:
     """One view's M3 program, printed."""
     return str(compile_views(TPCH, [("v", sql)]).program)
