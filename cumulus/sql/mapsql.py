@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from cumulus.errors import NotFoundError, ViewSQLError
 from cumulus.m3.validate import MapInfo
-from cumulus.sql.readtime import Finish, Ref, order_sql, to_sql, view_key
+from cumulus.schema import NULL
+from cumulus.sql.readtime import Finish, Ref, order_sql, to_sql, type_of, view_key
 from cumulus.sql.views import Compilation, MapUse, ViewColumn, ViewPlan
 from cumulus.store.maps import key_slots, value_slot
 from cumulus.store.tables import ENTRIES, MAPS, tag_name
@@ -307,7 +308,9 @@ class _Builder:
         def ref(name: str) -> str:
             return subviews[name] if name in subviews else f"b.{quote(name)}"
 
-        select = [f"{to_sql(e, ref, types)} AS {quote(n)}" for n, e in finish.select]
+        # A NULL item (NULL AS z) has no type of its own; a catalog view's column needs one.
+        select = [f"{'CAST(NULL AS BIGINT)' if type_of(e, types) == NULL else to_sql(e, ref, types)} AS {quote(n)}"
+                  for n, e in finish.select]
         lines = ["SELECT " + ",\n       ".join(select), f"FROM {self.prefix}base b"]
         if finish.having is not None:
             lines.append(f"WHERE {to_sql(finish.having, ref, types)}")

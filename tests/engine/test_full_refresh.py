@@ -49,7 +49,8 @@ WRITTEN = {f"q{n:02d}": FIXTURES / "views" / "tpch_queries" / f"q{n:02d}.sql" fo
 TPCH_QUERIES = {q: FULL.get(q, path) for q, path in WRITTEN.items()}
 ASKED = ("SELECT o_orderpriority, COUNT(*) AS n FROM orders GROUP BY o_orderpriority "
          "ORDER BY n DESC, o_orderpriority LIMIT 3")
-ROWS = ("SELECT c.c_name, n.n_name, c.c_acctbal / 100 AS hundreds FROM customer c JOIN nation n "
+# (NULL AS note: a column without a type of its own, which a catalog view must give one)
+ROWS = ("SELECT c.c_name, n.n_name, c.c_acctbal / 100 AS hundreds, NULL AS note FROM customer c JOIN nation n "
         "ON c.c_nationkey = n.n_nationkey WHERE c.c_acctbal > 5000")
 # A clause the compiler does not model (cumulus/sql/clauses.py): kept by full refresh, not dropped.
 ROLLUP = ("SELECT c_mktsegment, c_nationkey, COUNT(*) AS n, SUM(c_acctbal) AS balance FROM customer "
