@@ -65,11 +65,13 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and node.name.lower() in relations and not node.args.get("db"):
-            alias = node.alias or node.name
-            return exp.Table(
-                this=exp.to_identifier(temp_view_name(node.name.lower(), epoch)),
-                alias=exp.TableAlias(this=exp.to_identifier(alias)),
-            )
+            # Only the name changes: an alias's column list (r AS x(b, a)), TABLESAMPLE,
+            # PIVOT and the rest stay as the view has them.
+            table = node.copy()
+            table.set("this", exp.to_identifier(temp_view_name(node.name.lower(), epoch)))
+            if not node.alias:
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+            return table
         if isinstance(node, exp.Avg):
             arg = node.this
             total = exp.Cast(this=exp.Sum(this=arg.copy()), to=exp.DataType.build("double"))
