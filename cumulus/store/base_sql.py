@@ -72,6 +72,12 @@ def spark_sql(view_sql: str, schema: Schema, epoch: int, dialect: str = DEFAULT_
             if not node.alias:
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
             return table
+        if isinstance(node, exp.Window) and isinstance(node.this, exp.Avg):  # AVG(e) OVER w: each part over w
+            arg = node.this.this
+            total, count = node.copy(), node.copy()
+            total.set("this", exp.Sum(this=arg.copy()))
+            count.set("this", exp.Count(this=arg.copy()))
+            return exp.Div(this=exp.Cast(this=total, to=exp.DataType.build("double")), expression=count)
         if isinstance(node, exp.Avg):
             arg = node.this
             total = exp.Cast(this=exp.Sum(this=arg.copy()), to=exp.DataType.build("double"))

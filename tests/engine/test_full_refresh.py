@@ -58,6 +58,7 @@ ROLLUP = ("SELECT c_mktsegment, c_nationkey, COUNT(*) AS n, SUM(c_acctbal) AS ba
 # Column names in a relation's alias (refused by the compiler): Spark runs them as written.
 RENAMED = ("SELECT x.n_regionkey AS nation, x.n_nationkey AS region "
            "FROM nation AS x(n_regionkey, n_name, n_nationkey, n_comment) WHERE x.n_nationkey < 3")
+WINDOW = "SELECT n_name, AVG(n_nationkey) OVER (PARTITION BY n_regionkey) AS mean_key FROM nation"  # an aggregate OVER
 
 
 def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_path, capsys) -> None:
@@ -87,6 +88,7 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
     compiled = engine.add_view("segment_rollup", ROLLUP, "sql")
     assert compiled.views["segment_rollup"].refresh == "full"
     assert engine.add_view("nations_renamed", RENAMED, "sql").views["nations_renamed"].refresh == "full"
+    assert engine.add_view("nation_window", WINDOW, "sql").views["nation_window"].refresh == "full"
     capsys.readouterr()
     assert cli_main(["--home", str(root), "view", "list", "--format", "json"]) == 0
     listed = {r["view"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
@@ -121,7 +123,8 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
         read = Reader(settings)
         entries = read.all_entries(at)
         holder = type("At", (), {"entries": staticmethod(entries)})
-        for name in [*TPCH_QUERIES, "top_priorities", "rich_customers", "segment_rollup", "nations_renamed"]:
+        for name in [*TPCH_QUERIES, "top_priorities", "rich_customers", "segment_rollup", "nations_renamed",
+                     "nation_window"]:
             assert_view_equals_sql(read.compilation, name, holder, oracle, f"epoch {epoch}")
         for name in ("q13", "top_priorities", "q17", "q22"):  # by name in the catalog: the stable snapshot
             _, stable = view_names(settings, name)
