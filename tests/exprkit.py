@@ -65,7 +65,7 @@ def number(pick: Pick, rels: tuple[str, ...], depth: int) -> str:
         return f"NULLIF({number(pick, (rel,), depth - 1)}, {number(pick, (rel,), depth - 1)})"
     if kind == "cast":
         whole, exact = ("u.i", "u.d") if rel == "u" else ("w.m", "w.e")
-        return pick([f"CAST({number(pick, (rel,), depth - 1)} AS DOUBLE)", f"CAST({whole} AS DECIMAL(12,2))",
+        return pick([f"CAST({number(pick, (rel,), depth - 1)} AS DOUBLE)", f"CAST({whole} AS DECIMAL(21,2))",
                      f"CAST({exact} AS DECIMAL(14,4))", f"CAST({whole} AS BIGINT)"])
     if "u" not in rels:
         return f"{rel}.{pick(NUMBERS[rel])}"

@@ -827,13 +827,52 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             return x
         if to == T.DECIMAL and kind in (INT, DECIMAL, None):
             params = [p.this for p in e.to.expressions if isinstance(p, exp.DataTypeParam)]
-            target = int(params[1].this) if len(params) > 1 else 0
+            if not params:  # the dialect's default: Spark's DECIMAL(10,0), DuckDB's DECIMAL(18,3)
+                precision, target = (18, 3) if self.dialect == "duckdb" else (10, 0)
+            else:
+                precision, target = int(params[0].this), int(params[1].this) if len(params) > 1 else 0
             if kind == DECIMAL and scale > target:
                 raise self.refuse(f"{self.text_of(e)} would round {scale} digits after the point to {target} "
                                   "(engines round differently); cast to DOUBLE or to a wider scale", e)
+            if kind is not None and (digits := self.int_digits(x)) > precision - target:
+                raise self.refuse(f"{self.text_of(e)} may overflow: its value has up to {digits} digits before the "
+                                  f"point, DECIMAL({precision},{target}) holds {precision - target} (Spark gives NULL, "
+                                  "DuckDB an error); cast to a wider DECIMAL", e)
             return Call("TO_DECIMAL", (x,)) if kind == INT else x
         raise self.refuse(f"{self.text_of(e)} is not supported (casts to DOUBLE, to BIGINT/INT from an integer and "
                           "to DECIMAL without rounding are: engines round or truncate other casts differently)", e)
+
+    def int_digits(self, x: Expr) -> int:
+        """The most digits before the point a numeric expression's values can have (an INT
+        is a BIGINT: 19; a DECIMAL column its precision less its scale; when unknown, the
+        most a value of the maps' DECIMAL(38,6) has: 32)."""
+        most = 38 - DECIMAL_SCALE
+        if isinstance(x, Const):
+            if x.type == NULL:
+                return 0
+            whole = abs(int(Decimal(str(x.value)))) if x.type in (INT, DECIMAL) else None
+            return most if whole is None else len(str(whole)) if whole else 0
+        if isinstance(x, Var):
+            for d in self.derived:
+                if d.var == x.name:
+                    return self.int_digits(d.expr)
+            for (alias, col), var in self.var_of.items():
+                if var == x.name:
+                    column = self.schema.relation(dict(self.from_)[alias]).column(col)
+                    if column.type == DECIMAL:
+                        return min(most, (column.precision or 38) - (column.scale or 0))
+                    return 19 if column.type == INT else most
+            return most
+        if isinstance(x, Call) and x.func == "TO_DECIMAL":
+            return self.int_digits(x.args[0])
+        if isinstance(x, Neg):
+            return self.int_digits(x.operand)
+        if isinstance(x, If):
+            return max(self.int_digits(x.then), self.int_digits(x.else_))
+        if isinstance(x, BinOp) and x.op in ("+", "-", "*"):
+            left, right = self.int_digits(x.left), self.int_digits(x.right)
+            return min(most, left + right if x.op == "*" else max(left, right) + 1)
+        return most
 
     def m3_type(self, x: Expr) -> tuple[str | None, int]:
         """An expression's M3 type (None for NULL) and, for a decimal, the most digits after

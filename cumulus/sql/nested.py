@@ -59,6 +59,9 @@ X_FLAG = "__x"  # NOT IN: 1 where x is NULL
 # rows is then unknown in any comparison, as no row of the join is).
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
 _ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Literal, exp.Column, exp.Cast)
+# Nodes that are NULL when an operand is: a scalar subquery under only these (up to the
+# comparison) leaves the comparison unknown over no rows, as a missing join row does.
+_PASSES_NULL = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Cast)
 
 
 def inline_ctes(select: exp.Select) -> exp.Select:
@@ -100,6 +103,16 @@ def _not_null_on_empty(e: exp.Expression) -> exp.Expression | None:
         return None
     return next((b for c in e.args.values() if isinstance(c, exp.Expression)
                  and not isinstance(c, exp.DataType) and (b := _not_null_on_empty(c)) is not None), None)
+
+
+def _always_one_row(q: exp.Expression) -> bool:
+    """Whether a subquery gives exactly one row whatever its FROM holds: a SELECT of
+    aggregates without GROUP BY, HAVING, LIMIT or OFFSET (EXISTS of it is true)."""
+    q = q.this if isinstance(q, exp.Subquery) else q
+    if not isinstance(q, exp.Select) or any(q.args.get(k) for k in ("group", "having", "limit", "offset")):
+        return False
+    own = [n for e in q.expressions for n in e.walk(prune=lambda n: isinstance(n, exp.Subquery))]
+    return not any(isinstance(n, exp.Window) for n in own) and any(isinstance(n, exp.AggFunc) for n in own)
 
 
 def _unaliased(item: exp.Expression) -> exp.Expression:
@@ -222,10 +235,14 @@ class NestedBinder:
                 return self.semijoin(c.args["query"], [c.this], c)
             return self.compared(c)
         if isinstance(c, exp.Not) and isinstance(c.this, exp.Exists):
+            if _always_one_row(c.this.this):  # NOT EXISTS (SELECT COUNT(*) ...): never true
+                return [exp.false()]
             return self.antijoin(c.this.this, c)
         if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and c.this.args.get("query") is not None:
             return self.anti_in(c)
         if isinstance(c, exp.Exists):
+            if _always_one_row(c.this):  # EXISTS (SELECT MAX(x) ...): always true
+                return []
             return self.semijoin(c.this, [], c)
         if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
             inner = c.args["query"].this
@@ -270,6 +287,16 @@ class NestedBinder:
         if len(subs) != 1:
             raise self.refuse("a comparison with two subqueries is not supported", c)
         (sub,) = subs
+        node = sub.parent
+        while node is not None and node is not c:
+            if not isinstance(node, _PASSES_NULL):
+                # COALESCE((SELECT MAX(x) ...), 0): over no rows the subquery is NULL and
+                # the comparison may still hold, but a join with its derived relation has
+                # no row then.
+                raise self.refuse(f"a scalar subquery inside {self.text_of(node)[:60]} has no incremental form here "
+                                  f"({node.key.upper()} does not pass on its NULL over no rows)", node,
+                                  node.key.upper())
+            node = node.parent
         inner = sub.this
         if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
             raise self.refuse("a scalar subquery must be one SELECT of one column", sub)
@@ -326,8 +353,12 @@ class NestedBinder:
         if lhs:
             item = inner.expressions[0]
             value = item.this if isinstance(item, exp.Alias) else item
-            if has_aggregate(value) and corr and not inner.args.get("group"):
-                raise self.refuse("IN of a correlated aggregate (one value per outer row) is not supported", node)
+            if has_aggregate(value) and not inner.args.get("group"):
+                if corr:
+                    raise self.refuse("IN of a correlated aggregate (one value per outer row) is not supported", node)
+                if (bad := _not_null_on_empty(value)) is not None:  # x IN (SELECT COUNT(*) ...): 0 over no rows
+                    raise self.refuse(f"IN of an aggregate whose value is not NULL over no rows ({self.text_of(value)}: "
+                                      f"{bad.key.upper()}) has no incremental form here", node)
             items = [exp.alias_(value.copy(), KEY.format(0))]
         elif not corr:  # EXISTS, not correlated: whether the subquery has a row at all
             rest = self.decorrelated(inner, [], [exp.alias_(exp.Count(this=exp.Star()), VALUE)], group=False)

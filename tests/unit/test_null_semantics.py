@@ -67,7 +67,7 @@ FOUND = {
          ("w", (1, 3, None))],
     ),
     "negated_and_cast": (
-        "SELECT SUM(- u.i + 2) AS a, SUM(CAST(u.i AS DOUBLE) - 0.5) AS b, SUM(CAST(u.i AS DECIMAL(12,2)) + 1) AS c FROM u",
+        "SELECT SUM(- u.i + 2) AS a, SUM(CAST(u.i AS DOUBLE) - 0.5) AS b, SUM(CAST(u.i AS DECIMAL(21,2)) + 1) AS c FROM u",
         [("+", (1, None, None, None, None, None, None, None)), ("+", (1, 2, None, None, None, None, None, None))],
     ),
     "booleans": (
