@@ -121,9 +121,11 @@ def expand_group_by_all(tree: exp.Expression) -> str | None:
         keys = []
         for item in select.expressions:
             node = item.this if isinstance(item, exp.Alias) else item
-            if any(isinstance(n, (exp.Star, exp.Subquery)) for n in node.walk()):
+            aggregate = any(isinstance(n, exp.AggFunc) for n in node.walk())
+            if isinstance(node, exp.Star) or any(isinstance(n, exp.Subquery) for n in node.walk()) or \
+                    (not aggregate and any(isinstance(n, exp.Star) for n in node.walk())):
                 return "GROUP BY ALL over a * or a subquery in the SELECT list is not supported; list the keys"
-            if not any(isinstance(n, exp.AggFunc) for n in node.walk()):
+            if not aggregate:
                 keys.append(node.copy())
         select.set("group", exp.Group(expressions=keys) if keys else None)
     return None

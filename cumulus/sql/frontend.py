@@ -466,6 +466,11 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             la, ra = self.aliases_in(left), self.aliases_in(right)
             if len(la) == 1 and len(ra) == 1 and la != ra:
                 if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+                    types = self.column_type(left), self.column_type(right)
+                    if types[0] != types[1]:  # compared in the wider type, as SQL does: a derived join
+                        self.pending_derived_joins.append(self.promoted(c, left, right, *types))
+                        self.join_conjuncts.add(id(c))
+                        continue
                     a, b = self.find(self.column(left)), self.find(self.column(right))
                     if a != b:
                         self.parent[b] = a
@@ -477,6 +482,22 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             var = self.fresh("j")
             for side in (left, right):
                 self.define(side, var)
+
+    def column_type(self, col: exp.Column) -> str:
+        alias, name = self.column(col)
+        return self.schema.relation(dict(self.from_)[alias]).column(name).type
+
+    def promoted(self, c: exp.EQ, left: exp.Column, right: exp.Column, lt: str, rt: str
+                 ) -> tuple[exp.Expression, exp.Expression]:
+        """The two sides of `left = right` over columns of two numeric types, each cast to
+        the wider (an INT = a DECIMAL compares as DECIMALs, either with a DOUBLE as DOUBLEs,
+        as Spark and DuckDB compare them); columns of other types are refused."""
+        if not {lt, rt} <= {INT, DECIMAL, FLOAT}:
+            raise self.refuse(f"{self.text_of(c)} compares a {lt.upper()} with a {rt.upper()}: cast one side to the "
+                              "other's type", c)
+        wide = promote(lt, rt)
+        to = exp.DataType.build("DOUBLE" if wide == FLOAT else f"DECIMAL(38,{DECIMAL_SCALE})")
+        return tuple(side if t == wide else exp.Cast(this=side.copy(), to=to) for side, t in ((left, lt), (right, rt)))
 
     def name_vars(self) -> None:
         """Readable variable names: the column name, or alias_column when it clashes."""

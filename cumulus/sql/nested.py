@@ -419,6 +419,8 @@ class NestedBinder:
             raise self.refuse(f"{word} needs a SELECT", node, "NOT")
         if inner.args.get("group") or inner.args.get("having") or any(has_aggregate(i) for i in inner.expressions):
             raise self.refuse(f"{word} over a subquery with GROUP BY or aggregates is not supported", node, "NOT")
+        if any(inner.args.get(k) for k in ("order", "limit", "offset")):
+            raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)
         return inner
 
     def owner_of(self, outer: list[exp.Expression], node: exp.Expression, word: str) -> tuple[str, str]:
@@ -618,6 +620,8 @@ class NestedBinder:
         """Bind `inner` as a derived relation (a view of its own); its name. With `others`,
         its rows are inner's and each other query's times its sign (UNION ALL: +1; an
         anti-join's: -1)."""
+        if any(inner.args.get(k) for k in ("order", "limit", "offset")):  # (before binding: it may group the rows)
+            raise self.refuse("ORDER BY, LIMIT or OFFSET in a nested query is not supported (its rows are a set)", node)
         self.derived_count += 1
         name = f"{self.stem}__d{self.derived_count}"
         binder = self.child(name)

@@ -35,6 +35,8 @@ def merge_from_subqueries(select: exp.Select, columns_of=lambda relation: ()) ->
         if sub.args.get("alias") is not None and sub.args["alias"].columns:
             continue  # its columns renamed: kept as a derived relation (cumulus/sql/nested.py)
         inner = _qualified(merge_from_subqueries(sub.this, columns_of), columns_of)
+        current = [select.args["from"].this] + [j.this for j in select.args.get("joins") or []]
+        _renamed_apart(inner, {(t.alias_or_name or "").lower() for t in current if t is not sub})
         alias = (sub.alias or "").lower()
         names: dict[str, exp.Expression] = {}
         for item in inner.expressions:
@@ -43,11 +45,6 @@ def merge_from_subqueries(select: exp.Select, columns_of=lambda relation: ()) ->
                 break
             names[(item.alias if isinstance(item, exp.Alias) else item.output_name).lower()] = node
         else:
-            inner_aliases = {(t.alias_or_name or "").lower() for t in [inner.args["from"].this] +
-                             [j.this for j in inner.args.get("joins") or []]}
-            outer_aliases = {(s.this.alias_or_name or "").lower() for s in sources if s is not holder}
-            if inner_aliases & outer_aliases:
-                continue  # a name used on both sides: left for the refusal
             own = {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
             order = select.args.get("order")
             for col in [c for c in select.find_all(exp.Column) if not inside(c, sub)]:
@@ -76,6 +73,37 @@ def merge_from_subqueries(select: exp.Select, columns_of=lambda relation: ()) ->
             if where is not None:
                 select.set("where", where)
     return select
+
+
+def _renamed_apart(inner: exp.Select, taken: set[str]) -> None:
+    """The relations of `inner`'s FROM whose alias the outer FROM already has (a CTE or
+    a subquery over the same relation twice: FROM (SELECT .. FROM r) x, (SELECT .. FROM r)
+    y) renamed `<alias>_<n>`, with the columns that name them. In place."""
+    tables = [inner.args["from"].this] + [j.this for j in inner.args.get("joins") or []]
+    used = taken | {(t.alias_or_name or "").lower() for t in tables}
+    for t in tables:
+        old = (t.alias_or_name or "").lower()
+        if old not in taken:
+            continue
+        n = 2
+        while f"{old}_{n}" in used:
+            n += 1
+        new = f"{old}_{n}"
+        used.add(new)
+        if t.args.get("alias") is not None:
+            t.args["alias"].set("this", exp.to_identifier(new))
+        else:
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
+        for col in list(inner.find_all(exp.Column)):
+            if (col.table or "").lower() == old and not _shadowed(col, inner, old):
+                col.set("table", exp.to_identifier(new))
+
+
+def _shadowed(col: exp.Column, top: exp.Select, alias: str) -> bool:
+    """Whether a SELECT between `col` and `top` has a relation named `alias` of its own."""
+    return any(isinstance(n, exp.Select) and n is not top and alias in {
+        (t.alias_or_name or "").lower() for t in [n.args["from"].this] + [j.this for j in n.args.get("joins") or []]}
+        for n in _ancestors(col, top) if n.args.get("from") is not None)
 
 
 def _qualified(inner: exp.Select, columns_of) -> exp.Select:

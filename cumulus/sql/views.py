@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from cumulus.config import DEFAULT_DIALECT
+from cumulus.errors import M3ValidationError, Position, UnsupportedSQLError
 from cumulus.m3.ast import MapDecl, Program, Trigger
 from cumulus.m3.dataflow import dataflow
 from cumulus.m3.printer import format_program
@@ -254,9 +255,13 @@ def compile_views(schema: Schema, views: list[tuple[str, str]], dialect: str = D
         if prefix is not None:
             compiler, plans = prefix.compiler.fork(), dict(prefix.plans)
             break
-    for name, sql in views[len(plans):]:
+    built = len(plans)
+    for name, sql in views[built:]:
         plans[name] = _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
-    checked = _program(compiler)
+    try:
+        checked = _program(compiler)
+    except M3ValidationError as exc:
+        raise _no_valid_program(schema, views, built, dialect, exc) from None
     with_types = {name: _typed_plan(checked, plan) for name, plan in plans.items()}
     derived = {name: _typed_plan(checked, plan) for name, plan in compiler.derived.items()}
     compiled = Compilation(schema, checked, dict(compiler.maps), with_types, {r: list(b) for r, b in compiler.batch.items()},
@@ -287,6 +292,26 @@ class _Compiled:
 _KEEP = 8
 _COMPILED: OrderedDict[tuple, _Compiled] = OrderedDict()
 _LOCK = threading.Lock()  # the warm engine's requests run in threads
+
+
+def _no_valid_program(schema: Schema, views: list[tuple[str, str]], built: int, dialect: str,
+                      exc: M3ValidationError) -> UnsupportedSQLError:
+    """The refusal of the first view (after the `built` ones, which compiled) whose
+    program M3 refuses: a construct the front end let through without an M3 form (a key
+    of no type, CAST(NULL AS INT) as a group column, say). Unsupported SQL, so that `view
+    add` keeps the view by full refresh rather than failing."""
+    culprit = views[-1][0]
+    for n in range(built + 1, len(views)):
+        compiler = DeltaCompiler(schema)
+        for name, sql in views[:n]:
+            _ViewBuilder(compiler, bind_view(sql, schema, name, dialect)).build()
+        try:
+            _program(compiler)
+        except M3ValidationError:
+            culprit = views[n - 1][0]
+            break
+    return UnsupportedSQLError(f"view {culprit} has no incremental form here: its compiled program is not valid M3 "
+                               f"({exc.what})", Position(1, 1, culprit))
 
 
 def _typed_plan(checked: CheckedProgram, plan: ViewPlan) -> ViewPlan:
