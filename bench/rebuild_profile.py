@@ -48,7 +48,6 @@ def profile(home_path: Path, tag: str, adaptive: str | None) -> tuple[list[dict]
     from cumulus.engine.derived import derived_deltas
     from cumulus.engine.evaluate import counted, relation_deltas, union_all, without_statistics
     from cumulus.engine.recompute import base_events
-    from cumulus.store.maps import summed
 
     engine = Engine.open(home_path, app_name="rebuild-profile")
     home, plan, spark = engine.home, engine.plan(), engine.spark
@@ -62,7 +61,7 @@ def profile(home_path: Path, tag: str, adaptive: str | None) -> tuple[list[dict]
         before, started = heap.sample(), time.perf_counter()
         if parts:  # the maps this relation reads, from the relations before it (as evaluate_batch does)
             state = without_statistics(union_all(parts).where(F.col("map").isin(sorted(plan.reads[rel]))))
-        deltas, count = counted(summed(relation_deltas(plan, rel, events[rel], state, sizes[rel], per_chain=True)))
+        deltas, count = counted(relation_deltas(plan, rel, events[rel], state, sizes[rel], per_chain=True))
         parts.append(deltas)
         rows.append(_row(rel, len(plan.statements[rel]), sizes[rel], count, time.perf_counter() - started, before, heap))
         print(_line(rows[-1]), flush=True)

@@ -235,10 +235,10 @@ def summed(rows: DataFrame) -> DataFrame:
     map and key, zero sums dropped. The columns stay as they are."""
     from pyspark.sql import functions as F
 
-    values = [value_slot(t) for t in VALUE_TYPES]
+    values = [value_slot(t) for t in VALUE_TYPES if value_slot(t) in rows.columns]
     keys = [c for c in rows.columns if c not in values]  # map and the key slots
     return (rows.groupBy(*keys).agg(*[F.sum(v).cast(rows.schema[v].dataType).alias(v) for v in values])
-            .where(live()).select(*rows.columns))
+            .where(live(values)).select(*rows.columns))
 
 
 def group_keys(deltas: DataFrame, slots: Mapping[str, tuple[tuple[str, int], ...]]) -> DataFrame:
@@ -252,12 +252,14 @@ def group_keys(deltas: DataFrame, slots: Mapping[str, tuple[tuple[str, int], ...
     return reduce(lambda a, b: a.unionByName(b), parts).distinct()
 
 
-def live() -> Column:
-    """True for a row whose value is not zero (nor NULL)."""
+def live(values: Sequence[str] | None = None) -> Column:
+    """True for a row whose value is not zero (nor NULL); `values`: the value slots it has
+    (all of them by default)."""
     from pyspark.sql import functions as F
 
     # SQL text: one call into the JVM (built of Columns it was a dozen, 10 ms per use).
-    return F.expr(" OR ".join(f"coalesce(`{value_slot(t)}` != 0, false)" for t in VALUE_TYPES))
+    slots = values if values is not None else [value_slot(t) for t in VALUE_TYPES]
+    return F.expr(" OR ".join(f"coalesce(`{v}` != 0, false)" for v in slots))
 
 
 def unversioned(rows: DataFrame) -> DataFrame:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
+from cumulus.engine import evaluate
 from cumulus.engine.evaluate import evaluate_batch, plan_from_compilation, plan_from_program
 from cumulus.ingest.synthetic import generate_events
 from cumulus.m3.interpreter import Interpreter
@@ -103,10 +104,14 @@ def test_compiled_views_in_batches_equal_the_interpreter(spark, views, n_batches
         assert normalize(got[m]) == normalize(want.entries(m)), m
 
 
-def test_a_rebuild_from_nothing_equals_the_interpreter(spark) -> None:
-    """A rebuild or back-fill evaluates whole relations from an empty state, every chain
-    joined on its own (per_chain) and each relation reading the earlier ones' deltas
-    materialized once: the net tuples as one batch give the interpreter's maps."""
+@pytest.mark.parametrize("shared_rows", [evaluate.SHARED_BATCH_ROWS, 0], ids=["shared-joins", "per-chain"])
+def test_a_rebuild_from_nothing_equals_the_interpreter(spark, monkeypatch, shared_rows) -> None:
+    """A rebuild or back-fill evaluates whole relations from an empty state, each relation
+    reading the earlier ones' deltas materialized once: the net tuples as one batch give
+    the interpreter's maps. A large batch (above SHARED_BATCH_ROWS: forced here) joins
+    every chain on its own, and sums the chains that read no map narrow, per key
+    signature (`_narrow_sums`)."""
+    monkeypatch.setattr(evaluate, "SHARED_BATCH_ROWS", shared_rows)
     compiled = compile_views(SIMPLE, SIMPLE_VIEWS)
     plan = plan_from_compilation(compiled.checked, compiled.batch)
     events = generate_events(SIMPLE, 120, seed=5, domain=3, delete_ratio=0.3)
