@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.m3.ast import MapRef
-from cumulus.m3.interpreter import Event, Interpreter, coerce
+from cumulus.m3.interpreter import Event, Interpreter, canonical, coerce
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.sql.derived import settle, settles_by_group
 from cumulus.store.catalog import shared_catalog
@@ -199,7 +199,7 @@ def _entries(plan: BatchPlan, rows: Any, names: Sequence[str]) -> Iterator[tuple
         part = rows.filter(pc.equal(rows["map"], name)).select(["epoch", *slots])
         for epoch, *key, value in zip(*(column.to_pylist() for column in part.columns), strict=True):
             if value is not None:
-                yield name, epoch, tuple(key), coerce(value, info.type)
+                yield name, epoch, tuple(map(canonical, key)), coerce(value, info.type)
 
 
 def driver_derived(

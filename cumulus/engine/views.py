@@ -36,7 +36,7 @@ from cumulus.engine.registry import (
     without,
 )
 from cumulus.engine.stats import base_statistics
-from cumulus.errors import UnsupportedSQLError, ViewError
+from cumulus.errors import PositionedError, SQLBindError, UnsupportedSQLError, ViewError
 from cumulus.m3.ast import Const
 from cumulus.schema import STRING, Schema
 from cumulus.sql.estimate import estimate
@@ -117,10 +117,9 @@ def add_view(
             raise ViewError(f"unknown view kind {kind!r} (sql, full or m3)")
         new = RegisteredView(name, sql, kind, len(rows), 0, None)
         if kind == SQL:
-            reason = incremental_refusal(schema, rows, new, home.settings)  # raises when full refresh is refused
-            if reason is not None:
-                new = replace(new, kind=FULL, columns=full_view(
-                    home, schema, name, sql, reason, home.settings.sql_dialect).to_json())
+            refusal = incremental_refusal(schema, rows, new, home.settings)  # raises when full refresh is refused
+            if refusal is not None:
+                new = full_refresh_of(home, schema, new, refusal)
         elif kind == FULL:
             new = replace(new, columns=full_view(home, schema, name, sql, "asked: view add --refresh full",
                                                  home.settings.sql_dialect).to_json())
@@ -193,20 +192,43 @@ def check_state(home: Home, compiled: Compilation, name: str, epoch: int) -> Non
 
 
 def incremental_refusal(schema: Schema, rows: list[RegisteredView], new: RegisteredView,
-                        settings: Settings) -> str | None:
-    """Why the view's SQL cannot be kept incrementally (the compiler's refusal, one line:
-    the construct and its position), or None when it can. With `full_refresh = "refuse"`
-    in cumulus.toml the refusal is raised instead of the view going to full refresh."""
+                        settings: Settings) -> PositionedError | None:
+    """Why the view's SQL cannot be kept incrementally (the compiler's refusal: the
+    construct and its position), or None when it can. A bind error (SQLBindError) is one
+    too: the compiler's reading of SQL is narrower than Spark's (ORDER BY a column a plain
+    view does not select, say), so the view may still be kept by full refresh; `add_view`
+    raises it when Spark cannot run the query either. With `full_refresh = "refuse"` in
+    cumulus.toml the refusal is raised instead of the view going to full refresh."""
     try:
         compile_registered(schema, rows + [new], settings.sql_dialect)
-    except UnsupportedSQLError as exc:
-        reason = str(exc).splitlines()[0]
+    except (UnsupportedSQLError, SQLBindError) as exc:
         if settings.full_refresh == "refuse":
-            raise ViewError(f"view {new.name}: {reason} (full_refresh = \"refuse\" in cumulus.toml: no full refresh)") \
-                from None
-        log.info("view %s: kept by full refresh: %s", new.name, reason)
-        return reason
+            if isinstance(exc, SQLBindError):
+                raise
+            raise ViewError(f"view {new.name}: {reason_of(exc)} (full_refresh = \"refuse\" in cumulus.toml: no full "
+                            "refresh)") from None
+        return exc
     return None
+
+
+def reason_of(refusal: PositionedError) -> str:
+    """A refusal in one line: the construct and its position."""
+    return str(refusal).splitlines()[0]
+
+
+def full_refresh_of(home: Home, schema: Schema, new: RegisteredView, refusal: PositionedError) -> RegisteredView:
+    """The view kept by full refresh, for `refusal`'s reason; a bind error the compiler
+    raised is raised as it is when Spark cannot run the query either (its message names
+    the place, Spark's the plan)."""
+    reason = reason_of(refusal)
+    try:
+        columns = full_view(home, schema, new.name, new.sql, reason, home.settings.sql_dialect)
+    except ViewError:
+        if isinstance(refusal, SQLBindError):
+            raise refusal from None
+        raise
+    log.info("view %s: kept by full refresh: %s", new.name, reason)
+    return replace(new, kind=FULL, columns=columns.to_json())
 
 
 @dataclass(frozen=True)

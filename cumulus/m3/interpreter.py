@@ -99,6 +99,32 @@ _add, _mul = _ARITH["+"], _ARITH["*"]
 
 
 _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+NAN = math.nan  # the one NaN object of keys: a dict finds a key by identity or equality, and NaN != NaN
+
+
+def is_nan(v) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def canonical(v):
+    """A value as a key holds it: every NaN the one NaN object (Spark and DuckDB group
+    NaNs together)."""
+    return NAN if isinstance(v, float) and v != v else v
+
+
+def nan_last(v) -> tuple:
+    """A sort key for numbers that puts NaN above every one, as Spark and DuckDB order it."""
+    return (1, 0.0) if is_nan(v) else (0, v)
+
+
+def compare_values(op: str, a, b) -> bool | None:
+    """SQL's comparison of two non-NULL values (a float and a Decimal compare as floats),
+    with Spark's and DuckDB's NaN: equal to itself and above every number."""
+    if type(a) is not type(b) and not isinstance(a, (str, dt.date)):
+        a, b = _num(a, b)
+    if is_nan(a) or is_nan(b):
+        a, b = nan_last(a), nan_last(b)
+    return _COMPARE[op](a, b)
 
 
 def coerce(value, type_: str):
@@ -248,7 +274,7 @@ class Interpreter:
         self.events_processed += 1
         if trigger is None:
             return
-        env = dict(zip(trigger.params, event.values, strict=True))
+        env = dict(zip(trigger.params, map(canonical, event.values), strict=True))
         # Every statement reads the state before the event; updates land together.
         updates: list[tuple[str, tuple, object]] = []
         for stmt in self._compiled(trigger):
@@ -377,15 +403,13 @@ class Interpreter:
             cond, then, else_ = self.code(e.cond), self.code(e.then), self.code(e.else_)
             return lambda env: then(env) if cond(env) is True else else_(env)
         if isinstance(e, Cmp):
-            op, left, right = _COMPARE[e.op], self.code(e.left), self.code(e.right)
+            op, left, right = e.op, self.code(e.left), self.code(e.right)
 
-            def cmp(env):  # NULL if either side is; a float and a Decimal compare as floats
+            def cmp(env):  # NULL if either side is
                 a, b = left(env), right(env)
                 if a is None or b is None:
                     return None
-                if type(a) is not type(b) and not isinstance(a, (str, dt.date)):
-                    a, b = _num(a, b)
-                return op(a, b)
+                return compare_values(op, a, b)
             return cmp
         if isinstance(e, IsNull):
             operand, negated = self.code(e.operand), e.negated

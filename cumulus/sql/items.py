@@ -105,7 +105,11 @@ class SelectBinder:
                     raise self.bind_error(f"ORDER BY {idx}: the SELECT list has {len(chosen)} items", node)
                 expr = chosen[idx - 1][1]
             else:
-                expr = self.post(node, "order", aliases)
+                # DuckDB reads a name inside an ORDER BY expression as FROM's column before
+                # an item's alias (ORDER BY -a, a both), and a bare name as the alias; Spark
+                # reads the alias either way.
+                inside = self.dialect == "duckdb" and not isinstance(node, exp.Column)
+                expr = self.post(node, "order", aliases, columns_first=inside)
             order.append(Order(expr, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))))
         self.finish = Finish(chosen, having_expr, tuple(order), self.count_clause(select, "limit"),
                              self.count_clause(select, "offset"))
@@ -161,7 +165,7 @@ class SelectBinder:
             if e.to.this != exp.DataType.Type.DOUBLE:
                 raise self.refuse(f"{self.text_of(e)}: over aggregates only CAST(... AS DOUBLE) is supported "
                                   "(engines round or truncate other casts differently)", e)
-            return ToDouble(sub(e.this))
+            return ToDouble(sub(e.this), *self.at(e))
         if isinstance(e, (exp.Literal, exp.Null, exp.Cast, exp.Boolean)) or (
             isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)
         ):
@@ -169,24 +173,24 @@ class SelectBinder:
             if isinstance(value, Const):
                 return Lit(value.value, value.type)
         if isinstance(e, exp.Neg):
-            return Minus(sub(e.this))
+            return Minus(sub(e.this), *self.at(e))
         if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
             op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(e)]
             if op == "*" and _aggregated_sum(e.this) and _aggregated_sum(e.expression):
                 raise self.refuse(
                     f"the product of two aggregates ({self.text_of(e)}) is not supported: its exact decimal "
                     "digits could exceed 38; select them and multiply when reading", e)
-            return Arith(op, sub(e.this), sub(e.expression))
+            return Arith(op, sub(e.this), sub(e.expression), *self.at(e))
         if isinstance(e, exp.Nullif):
             x = sub(e.this)
-            return Case(((Compare("=", x, sub(e.expression), *self.at(e)), Lit(None, NULL)),), x)
+            return Case(((Compare("=", x, sub(e.expression), *self.at(e)), Lit(None, NULL)),), x, *self.at(e))
         if isinstance(e, exp.Coalesce):
             args = [sub(e.this), *(sub(a) for a in e.expressions)]
-            return Case(tuple((NullTest(a, negated=True), a) for a in args[:-1]), args[-1])
+            return Case(tuple((NullTest(a, negated=True), a) for a in args[:-1]), args[-1], *self.at(e))
         if isinstance(e, exp.Case) and e.this is None:
             default = e.args.get("default")
             whens = tuple((sub(b.this), sub(b.args["true"])) for b in e.args["ifs"])
-            return Case(whens, sub(default) if default is not None else Lit(None, NULL))
+            return Case(whens, sub(default) if default is not None else Lit(None, NULL), *self.at(e))
         if isinstance(e, tuple(CMP)):
             return Compare(CMP[type(e)], sub(e.this), sub(e.expression), *self.at(e))
         if isinstance(e, (exp.And, exp.Or)):

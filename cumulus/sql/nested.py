@@ -607,7 +607,14 @@ class NestedBinder:
                 every.set("distinct", False)
                 self.derived_count += 1
                 alias = exp.TableAlias(this=exp.to_identifier(f"__union{self.derived_count}"))
-                return [exp.select("*").distinct().from_(exp.Subquery(this=every, alias=alias))]
+                first = every
+                while not isinstance(first, exp.Select) and isinstance(first, (exp.Union, exp.Subquery)):
+                    first = first.this
+                names = [i.alias_or_name for i in first.expressions] if isinstance(first, exp.Select) else []
+                # its columns by name (a `*` would count as one beside the other parts' lists)
+                items = [exp.column(n, alias.name) for n in names] \
+                    if names and all(names) and not any(isinstance(i, exp.Star) for i in first.expressions) else ["*"]
+                return [exp.select(*items).distinct().from_(exp.Subquery(this=every, alias=alias))]
             return self.union_parts(u.this) + self.union_parts(u.expression)
         if isinstance(u, exp.Select):
             return [u]

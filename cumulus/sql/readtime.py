@@ -15,14 +15,13 @@ Python and Spark alike, so LIMIT cuts at the same row in every reader."""
 from __future__ import annotations
 
 import decimal
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from cumulus.errors import Position, SQLBindError
+from cumulus.errors import Position, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import Const
-from cumulus.m3.interpreter import divide
+from cumulus.m3.interpreter import compare_values, divide, nan_last
 from cumulus.output import text as show
 from cumulus.sql.sqltext import LITERAL_SPELLING, literal_as, quotient_sql, spark_literal
 
@@ -53,6 +52,8 @@ class Arith(RExpr):
     op: str  # + - * /
     left: RExpr
     right: RExpr
+    at: Position | None = field(default=None, compare=False)  # where the view has it, for errors
+    text: str = field(default="", compare=False)
 
     def children(self) -> tuple[RExpr, ...]:
         return (self.left, self.right)
@@ -61,6 +62,8 @@ class Arith(RExpr):
 @dataclass(frozen=True)
 class Minus(RExpr):
     operand: RExpr
+    at: Position | None = field(default=None, compare=False)  # where the view has it, for errors
+    text: str = field(default="", compare=False)
 
     def children(self) -> tuple[RExpr, ...]:
         return (self.operand,)
@@ -71,6 +74,8 @@ class ToDouble(RExpr):
     """CAST(x AS DOUBLE)."""
 
     operand: RExpr
+    at: Position | None = field(default=None, compare=False)  # where the view has it, for errors
+    text: str = field(default="", compare=False)
 
     def children(self) -> tuple[RExpr, ...]:
         return (self.operand,)
@@ -143,6 +148,8 @@ class NullTest(RExpr):
 class Case(RExpr):
     whens: tuple[tuple[RExpr, RExpr], ...]
     default: RExpr
+    at: Position | None = field(default=None, compare=False)  # where the view has it, for errors
+    text: str = field(default="", compare=False)
 
     def children(self) -> tuple[RExpr, ...]:
         return tuple(x for w in self.whens for x in w) + (self.default,)
@@ -250,29 +257,21 @@ def arith(op: str, a, b):
 def compare(op: str, a, b) -> bool | None:
     if a is None or b is None:
         return None
-    if isinstance(a, float) != isinstance(b, float) and not isinstance(a, str):
-        a, b = float(a), float(b)
-    return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-
-
-def _order_value(v) -> tuple:
-    if isinstance(v, float) and math.isnan(v):
-        return (1, 0)  # NaN sorts above every number, as in DuckDB and Spark
-    return (0, v)
+    return compare_values(op, a, b)
 
 
 def apply(finish: Finish, rows: list[dict[str, object]], group: Sequence[str]) -> list[tuple]:
     """The view's rows (SELECT order) from its maintained rows (dicts by column name)."""
     if finish.having is not None:
         rows = [r for r in rows if evaluate(finish.having, r) is True]
-    rows = sorted(rows, key=lambda r: tuple((0,) if r[g] is None else (1, _order_value(r[g])) for g in group))
+    rows = sorted(rows, key=lambda r: tuple((0,) if r[g] is None else (1, nan_last(r[g])) for g in group))
     for o in reversed(finish.order):
         values = [(evaluate(o.expr, r), r) for r in rows]
         # With reverse=True the largest key comes first: NULLs come first when they are the
         # least key in an ascending sort or the greatest in a descending one.
         null_low = o.nulls_first != o.desc
         values.sort(
-            key=lambda vr: ((0,) if null_low else (2,)) if vr[0] is None else (1, _order_value(vr[0])),
+            key=lambda vr: ((0,) if null_low else (2,)) if vr[0] is None else (1, nan_last(vr[0])),
             reverse=o.desc,
         )
         rows = [r for _, r in values]
@@ -337,6 +336,21 @@ def typed(finish: Finish, types: dict[str, str], sql: str) -> Finish:
                 raise SQLBindError(f"cannot compare {lt.upper()} with {rt.upper()} in {e.text}", e.at, sql)
             if "bool" in (lt, rt) and e.op not in ("=", "<>"):
                 raise SQLBindError(f"booleans can only be compared with = and <> ({e.text})", e.at, sql)
+        if isinstance(e, (Arith, Minus, ToDouble)):
+            found = [type_of(x, types) for x in e.children()]
+            if any(t not in NUMERIC and t != "null" for t in found):
+                # DATE - DATE is an INT in DuckDB and an interval in Spark, MAX(s) + 1 an
+                # error in one and NULL in the other: what the engines agree on is numbers
+                raise UnsupportedSQLError(f"{e.text or text(e)}: arithmetic over aggregates of "
+                                          f"{' and '.join(t.upper() for t in found)} is not supported at read time "
+                                          "(numbers are)", e.at, sql)
+        if isinstance(e, Case):
+            found = {t for t in (type_of(v, types) for _, v in e.whens) if t != "null"} | \
+                ({type_of(e.default, types)} - {"null"})
+            if len(found) > 1 and not found <= set(NUMERIC):
+                raise UnsupportedSQLError(f"{e.text or text(e)}: its values are of the types "
+                                          f"{', '.join(sorted(t.upper() for t in found))} (the engines convert them "
+                                          "differently): cast them to one", e.at, sql)
         return e
 
     return replace(finish, select=tuple((n, fix(x)) for n, x in finish.select), having=fix(finish.having),

@@ -23,6 +23,7 @@ from cumulus.config import DEFAULT_DIALECT
 from cumulus.errors import M3ValidationError, Position, UnsupportedSQLError
 from cumulus.m3.ast import MapDecl, Program, Trigger
 from cumulus.m3.dataflow import dataflow
+from cumulus.m3.interpreter import nan_last
 from cumulus.m3.printer import format_program
 from cumulus.m3.validate import CheckedProgram, validate
 from cumulus.output import sort_key
@@ -376,7 +377,7 @@ def _of_values(kind: str, values: list):
     if not values:
         return None
     if kind in ("min", "max"):
-        return (min if kind == "min" else max)(values)
+        return (min if kind == "min" else max)(values, key=nan_last)  # (NaN above every number)
     total = values[0]
     for v in values[1:]:
         total = EXACT.add(total, v) if isinstance(total, Decimal) else total + v

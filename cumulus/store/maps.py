@@ -29,6 +29,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
+from cumulus.m3.interpreter import canonical
 from cumulus.m3.validate import MapInfo
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
@@ -128,7 +129,7 @@ def summed_entries(rows: Any, info: MapInfo) -> dict[tuple, Any]:
     totals: dict[tuple, Any] = {}
     columns = [rows.column(k).to_pylist() for k in slots]
     for i, value in enumerate(rows.column(value_column).to_pylist()):
-        key = tuple(c[i] for c in columns)
+        key = tuple(canonical(c[i]) for c in columns)  # (a NaN key's rows: one entry)
         totals[key] = totals.get(key, 0) + value
 
     def typed(value: Any) -> Any:  # a DECIMAL(38,6) without its trailing zeros

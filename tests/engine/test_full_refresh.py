@@ -24,7 +24,7 @@ from cumulus.app import Engine
 from cumulus.cli import main as cli_main
 from cumulus.config import load_settings, with_overrides
 from cumulus.engine.publish import view_names
-from cumulus.errors import ViewError
+from cumulus.errors import SQLBindError, ViewError
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.sources import add_source
 from cumulus.output import sort_key
@@ -59,6 +59,8 @@ ROLLUP = ("SELECT c_mktsegment, c_nationkey, COUNT(*) AS n, SUM(c_acctbal) AS ba
 RENAMED = ("SELECT x.n_regionkey AS nation, x.n_nationkey AS region "
            "FROM nation AS x(n_regionkey, n_name, n_nationkey, n_comment) WHERE x.n_nationkey < 3")
 WINDOW = "SELECT n_name, AVG(n_nationkey) OVER (PARTITION BY n_regionkey) AS mean_key FROM nation"  # an aggregate OVER
+# The compiler cannot bind it (a plain view ordered by a column it does not select), Spark can.
+UNSELECTED_ORDER = "SELECT n_name FROM nation ORDER BY n_nationkey DESC LIMIT 3"
 
 
 def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_path, capsys) -> None:
@@ -89,6 +91,9 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
     assert compiled.views["segment_rollup"].refresh == "full"
     assert engine.add_view("nations_renamed", RENAMED, "sql").views["nations_renamed"].refresh == "full"
     assert engine.add_view("nation_window", WINDOW, "sql").views["nation_window"].refresh == "full"
+    assert engine.add_view("last_nations", UNSELECTED_ORDER, "sql").views["last_nations"].refresh == "full"
+    with pytest.raises(SQLBindError, match="no relation in FROM has a column n_nope"):  # nor Spark: the compiler's error
+        engine.add_view("misspelt", "SELECT n_nope FROM nation", "sql")
     capsys.readouterr()
     assert cli_main(["--home", str(root), "view", "list", "--format", "json"]) == 0
     listed = {r["view"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
@@ -124,7 +129,7 @@ def test_views_without_an_incremental_form_are_kept_by_full_refresh(spark, tmp_p
         entries = read.all_entries(at)
         holder = type("At", (), {"entries": staticmethod(entries)})
         for name in [*TPCH_QUERIES, "top_priorities", "rich_customers", "segment_rollup", "nations_renamed",
-                     "nation_window"]:
+                     "nation_window", "last_nations"]:
             assert_view_equals_sql(read.compilation, name, holder, oracle, f"epoch {epoch}")
         for name in ("q13", "top_priorities", "q17", "q22"):  # by name in the catalog: the stable snapshot
             _, stable = view_names(settings, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -428,3 +429,56 @@ def test_exists_over_an_aggregate_without_group_by_is_always_true() -> None:
     interp.process(Event("+", "s", (3, 2)))
     interp.process(Event("-", "s", (3, 2)))
     assert (rows("ex"), rows("ex_count"), rows("not_ex")) == ([(1,)], [(1,)], [(0,)])
+
+
+@pytest.mark.parametrize("sql,message", [
+    ("SELECT o_custkey, MAX(o_orderdate) - MIN(o_orderdate) AS span FROM orders GROUP BY o_custkey",
+     "arithmetic over aggregates of DATE and DATE"),  # an INT in DuckDB, an interval in Spark
+    ("SELECT o_custkey, CAST(MAX(o_comment) AS DOUBLE) AS x FROM orders GROUP BY o_custkey",
+     "arithmetic over aggregates of STRING"),  # NULL in Spark, an error in DuckDB
+    ("SELECT o_custkey, COALESCE(SUM(o_totalprice), 'none') AS x FROM orders GROUP BY o_custkey",
+     "its values are of the types DECIMAL, STRING"),
+])
+def test_read_time_expressions_of_other_types_than_numbers_are_refused(sql, message) -> None:
+    with pytest.raises(UnsupportedSQLError, match=message) as info:
+        compile_views(TPCH, [("v", sql)])
+    assert info.value.pos is not None and info.value.pos.line == 1, str(info.value)
+
+
+def test_nan_is_equal_to_itself_and_above_every_number() -> None:
+    """Spark's and DuckDB's NaN: one group, above every number in comparisons and MIN/MAX,
+    equal to itself; 0 / 0 at read time is NaN."""
+    schema = load_schema(FIXTURES / "schemas" / "nullable.sql")
+    views = [("by_f", "SELECT f, COUNT(*) AS n FROM u GROUP BY f"),
+             ("above_one", "SELECT k FROM u WHERE f > 1"),
+             ("least", "SELECT k, MIN(f) AS lo, MAX(f) AS hi FROM u GROUP BY k"),
+             ("ratio", "SELECT k FROM u GROUP BY k HAVING SUM(i) / SUM(j) > 100")]
+    compiled = compile_views(schema, views)
+    interp = Interpreter(compiled.checked)
+
+    def row(k, f, i=None, j=None):
+        return (k, i, j, None, f, None, None, None)
+
+    for e in [Event("+", "u", row(1, float("nan"), 0, 0)), Event("+", "u", row(1, 5.0)), Event("+", "u", row(2, 2.0, 1, 0)),
+              Event("+", "u", row(3, float("nan"))), Event("-", "u", row(3, float("nan")))]:  # another NaN object
+        interp.process(e)
+
+    def rows(name):
+        return sorted(view_rows(compiled.views[name], interp.entries), key=repr)
+
+    assert [r[1] for r in rows("by_f") if r[0] != r[0]] == [1] and (2.0, 1) in rows("by_f")
+    assert rows("above_one") == [(1,), (1,), (2,)]
+    lo, hi = {k: (lo, hi) for k, lo, hi in rows("least")}[1]
+    assert lo == 5.0 and math.isnan(hi)
+    assert rows("ratio") == [(1,), (2,)]  # 0 / 0 is NaN, 1 / 0 inf: both above 100
+
+
+def test_duckdb_reads_a_name_in_an_order_by_expression_as_from_s_column() -> None:
+    """DuckDB: ORDER BY -a, with a both an item's alias and FROM's column, orders by the
+    column; a bare ORDER BY a by the alias (Spark takes the alias either way)."""
+    views = [("v", "SELECT b AS a, COUNT(*) AS c FROM r GROUP BY a, b ORDER BY -a")]
+    compiled = compile_views(SIMPLE, views, "duckdb")
+    interp = Interpreter(compiled.checked)
+    for values in [(1, 5), (2, 1), (2, 1), (3, 2)]:
+        interp.process(Event("+", "r", values))
+    assert view_rows(compiled.views["v"], interp.entries) == [(2, 1), (1, 2), (5, 1)]
