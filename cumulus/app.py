@@ -41,17 +41,19 @@ from cumulus.ingest.sources import add_source, get_source, remove_source
 from cumulus.progress import command_progress
 from cumulus.quality.validate import (
     HELD,
+    Outcome,
+    audit_epoch,
     epoch_to_validate,
-    publish_passed,
     published_outcome,
-    validate_epoch,
+    record_verdict,
+    verdict_lines,
 )
 from cumulus.spark.session import spark_session
 from cumulus.store.catalog import pyiceberg_catalog
 from cumulus.store.commit import table_metadata
 from cumulus.store.files import committed_batches, epoch_counts
 from cumulus.store.home import init_home, load_home_schema
-from cumulus.store.ledger import DONE, current_epoch, epoch_to_close, ledger_rows
+from cumulus.store.ledger import DONE, FAILED, PUBLISHED, current_epoch, epoch_to_close, ledger_rows
 from cumulus.store.maintenance import maintain
 from cumulus.store.registry import live, registry
 from cumulus.store.tables import Home, attach_catalog, tables_of
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
     from cumulus.engine.views import Dropped
     from cumulus.ingest.report import IngestReport
     from cumulus.ingest.sources import Source
-    from cumulus.quality.validate import Outcome
     from cumulus.schema import Schema
     from cumulus.sql.estimate import Statistics
     from cumulus.sql.views import Compilation
@@ -215,9 +216,11 @@ class Engine:
 
     def validate(self, epoch: int | None = None, expectations: str | Path | None = None, full: bool | None = None,
                  progress: Callable[[str], None] | None = None) -> Outcome | None:
-        """Validate a closed epoch (default: the latest not validated yet) and publish or
-        fail it in the ledger; None when no epoch waits. Spark starts only when there is
-        something to validate. A crash is not a verdict on the data: QualityError."""
+        """Validate a closed epoch (default: the latest not validated yet), then publish it
+        or fail it (write-audit-publish: the audit's verdict in the ledger, then what may
+        be published moves `stable`; a passed epoch after one not published is held);
+        None when no epoch waits. Spark starts only when there is something to validate.
+        A crash is not a verdict on the data: QualityError."""
         from cumulus.engine.publish import holding
 
         say = progress or (lambda _line: None)
@@ -231,19 +234,31 @@ class Engine:
         if done is not None:
             if done.state == HELD and holding(ledger_rows(catalog, self.settings), epoch) is None:
                 # passed, but a crash came before its publication: publish it now
-                done = replace(done, state=publish_passed(self.home, epoch))
+                done = replace(done, state=self._publish_passed(epoch))
                 say(f"epoch {epoch}: {done.state}")
             return done
         say(f"epoch {epoch}: starting validation")
         try:
-            return validate_epoch(self.home, epoch, expectations=expectations, progress=say,
-                                  full=full)
+            summary = audit_epoch(self.home, epoch, expectations=expectations, progress=say, full=full)
         except CumulusError:
             raise
         except Exception as exc:
             log.exception("epoch %d: validation could not run", epoch)
             raise QualityError(f"epoch {epoch}: validation could not run ({type(exc).__name__}: {exc}); "
                                "the ledger is unchanged, retry") from exc
+        passed = record_verdict(self.home, epoch, summary)
+        state = self._publish_passed(epoch) if passed else FAILED
+        log.info("epoch %d: validation %s -> %s; report %s", epoch, summary["outcome"], state, summary["report"])
+        for line in verdict_lines(ledger_rows(self.spark, self.settings), self.settings, epoch, state, summary):
+            say(line)
+        return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
+
+    def _publish_passed(self, epoch: int) -> str:
+        """Publish what may be after `epoch` passed: its state then, published or held."""
+        from cumulus.engine.publish import publish_ready
+
+        stable = publish_ready(self.home)
+        return PUBLISHED if stable is not None and stable.epoch >= epoch else HELD
 
     def publish(self, epoch: int | None = None, accept_failed: bool = False, reason: str = "") -> int | None:
         """Publish what may be published (write-audit-publish: cumulus/engine/publish.py);

@@ -15,7 +15,7 @@ from typing import Any
 
 from cumulus.config import Settings
 from cumulus.errors import CumulusError, EngineUnavailable
-from cumulus.pipeline.server import state_path
+from cumulus.pipeline.server import engine_token, state_path
 
 log = logging.getLogger("cumulus.engine.client")
 BUSY_PATIENCE_S = 30.0  # how long a live engine that does not answer is asked again (find_engine)
@@ -28,8 +28,10 @@ class EngineClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if token := engine_token():
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read())

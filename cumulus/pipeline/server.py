@@ -9,7 +9,9 @@ picks up landed files on its own.
              open epoch not taken yet are ingested and applied (a micro-batch), so fresh
              values land on main within seconds of a file landing
     API      HTTP on loopback, or on `host` with the URL other hosts reach it by (a
-             container: `--host 0.0.0.0 --url http://cumulus-engine:8790`); the URL,
+             container: `--host 0.0.0.0 --url http://cumulus-engine:8790`), there only
+             with a token ($CUMULUS_ENGINE_TOKEN: every request then carries
+             `Authorization: Bearer TOKEN`, as EngineClient sends it); the URL,
              this host's name and the pid are in <home>/engine/engine.json:
                GET  /status                  the engine, its current step, recent steps
                POST /steps {"job", "args"}   queue a step; returns its id
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hmac
 import io
+import ipaddress
 import itertools
 import json
 import logging
@@ -45,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from cumulus.config import Settings
-from cumulus.errors import ExitCode
+from cumulus.errors import ConfigError, ExitCode
 from cumulus.pipeline.jobs import check_job, job_arguments, run_job
 from cumulus.store.catalog import pyiceberg_catalog
 
@@ -54,6 +58,12 @@ log = logging.getLogger("cumulus.engine.server")
 STATE_FILE = "engine.json"
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 KEPT_STEPS = 200  # finished steps kept for /steps/ID and /status
+TOKEN_VARIABLE = "CUMULUS_ENGINE_TOKEN"  # the warm engine's token, shared by it and its callers
+
+
+def engine_token() -> str:
+    """The warm engine's token ($CUMULUS_ENGINE_TOKEN; empty: none, loopback only)."""
+    return os.environ.get(TOKEN_VARIABLE, "").strip()
 
 
 def state_path(settings: Settings) -> Path:
@@ -131,6 +141,10 @@ class EngineServer:
         self._current: Step | None = None
         self._resumed = False  # the first landing look also applies every source (_poll_landing)
         self._started = _now()
+        self.token = engine_token()
+        if not self.token and not _loopback(host):
+            raise ConfigError(f"the warm engine serves on {host} (beyond loopback) only with a token: set "
+                              f"{TOKEN_VARIABLE} for it and for its callers")
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self.port = self._http.server_address[1]
@@ -289,10 +303,28 @@ def _preload() -> None:
     log.info("warm engine: Great Expectations imported ahead of validation (%.1f s)", time.perf_counter() - started)
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
 def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
             logging.getLogger("cumulus.engine.server.http").debug(format, *args)
+
+        def _allowed(self) -> bool:
+            """Whether the request carries the engine's token (any request does, without one)."""
+            if not server.token:
+                return True
+            given = self.headers.get("Authorization", "")
+            if hmac.compare_digest(given.encode(), f"Bearer {server.token}".encode()):
+                return True
+            self._send(HTTPStatus.UNAUTHORIZED, {"error": f"a token is required (Authorization: Bearer, "
+                                                          f"{TOKEN_VARIABLE})"})
+            return False
 
         def _send(self, code: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
@@ -303,6 +335,8 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            if not self._allowed():
+                return None
             path, _, query = self.path.partition("?")
             if path == "/status":
                 return self._send(HTTPStatus.OK, server.status())
@@ -317,6 +351,8 @@ def _handler(server: EngineServer) -> type[BaseHTTPRequestHandler]:
             return self._send(HTTPStatus.NOT_FOUND, {"error": f"no such resource {path}"})
 
         def do_POST(self) -> None:  # noqa: N802
+            if not self._allowed():
+                return None
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")

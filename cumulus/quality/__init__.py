@@ -13,5 +13,5 @@ failed-validation.
     assets.py    the Data Docs pages made to render with no network
     summary.py   the machine-readable summary, the report printed by the CLI, where
                  the reports live
-    validate.py  validate_epoch: all of the above for one epoch, and the ledger
+    validate.py  audit_epoch: all of the above for one epoch; record_verdict: its ledger row
 """

@@ -1,15 +1,16 @@
-"""validate_epoch: the data-quality step of a closed epoch. Runs the suites of
-expectations/ over the maps, base relations and events at the tag `epoch-N` and the
-oracle over every view as the run `epoch-N` of the home's GX context (gxrun.py), whose
-checkpoints add the epoch's results to the one Data Docs site `<home>/reports/data_docs/`;
-writes summary.json and the forwarding index.html to `<home>/reports/epoch-N/`, and records
-the outcome in the ledger: "failed" moves the row to failed-validation (`stable` stays
-where it was); "passed" publishes the epoch (write-audit-publish: the ledger row
-`published`, then every table's `stable` branch; cumulus/engine/publish.py) unless an
-earlier epoch is not published yet: then it is held, `closed` with validation "passed",
-and published as soon as that one is. Idempotent: a published epoch is only reported
-again, a held one too; a failed one is validated again (after a repair it may pass),
-its new results replacing the earlier ones."""
+"""The data-quality step of a closed epoch (the audit of write-audit-publish).
+`audit_epoch` runs the suites of expectations/ over the maps, base relations and events
+at the tag `epoch-N` and the oracle over every view as the run `epoch-N` of the home's
+GX context (gxrun.py), whose checkpoints add the epoch's results to the one Data Docs
+site `<home>/reports/data_docs/`, and writes summary.json and the forwarding index.html
+to `<home>/reports/epoch-N/`. `record_verdict` records the outcome in the ledger:
+"failed" moves the row to failed-validation (`stable` stays where it was); "passed"
+leaves it `closed` with validation "passed", for the application layer
+(cumulus/app.py, Engine.validate) to publish (cumulus/engine/publish.py) unless an
+earlier epoch is not published yet: then it is held, and published as soon as that one
+is. Idempotent: a published epoch is only reported again (`published_outcome`), a held
+one too; a failed one is validated again (after a repair it may pass), its new results
+replacing the earlier ones."""
 
 from __future__ import annotations
 
@@ -131,21 +132,19 @@ def published_outcome(reader, settings: Settings, epoch: int, say: Progress) -> 
     return None
 
 
-def validate_epoch(
+def audit_epoch(
     home: Home,
     epoch: int,
     expectations: str | Path | None = None,
     progress: Progress | None = None,
     full: bool | None = None,
-) -> Outcome:
-    """Validate a closed epoch and publish it (or fail it). `full` (default: epoch 1 and
-    every `full_validation_every` epochs after it) checks every map entry and base tuple
-    and runs the oracle, which recomputes every view; otherwise the checks cover what the
-    epoch touched: the entries it wrote, the tuples its events changed, its events."""
+) -> dict[str, Any]:
+    """Run a closed epoch's checks and write its report; its summary (`outcome` passed or
+    failed). `full` (default: epoch 1 and every `full_validation_every` epochs after it)
+    checks every map entry and base tuple and runs the oracle, which recomputes every
+    view; otherwise the checks cover what the epoch touched: the entries it wrote, the
+    tuples its events changed, its events. Writes no ledger row."""
     say = progress or (lambda _line: None)
-    done = published_outcome(home.spark, home.settings, epoch, say)
-    if done is not None:
-        return done
     specs = load_suites(expectations)
     started = time.perf_counter()
     log.info("epoch %d: validating", epoch)
@@ -155,32 +154,29 @@ def validate_epoch(
     summary["seconds"] = round(time.perf_counter() - started, 1)
     write_summary(home.settings, summary)
     write_epoch_page(home.settings, epoch, Path(summary["report"]))
+    return summary
+
+
+def record_verdict(home: Home, epoch: int, summary: dict[str, Any]) -> bool:
+    """The audit's verdict in the ledger: a passed epoch stays `closed`, with its
+    validation (for the publish); a failed one becomes failed-validation. Whether it passed."""
     passed = summary["outcome"] == PASSED
-    state = publish_passed(home, epoch, summary) if passed else FAILED_STATE
-    if not passed:
-        transition(home, epoch, state, validation=summary["outcome"], validation_detail=ledger_detail(summary))
-    log.info("epoch %d: validation %s -> %s; report %s", epoch, summary["outcome"], state, summary["report"])
-    say(f"epoch {epoch}: validation {summary['outcome']} -> {state}")
-    if state == HELD:
-        say(held_text(ledger_rows(home.spark, home.settings), epoch, home.settings))
-    if not passed:
-        say(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
-    say(f"data docs (every epoch): {summary['data_docs']}")
-    say(f"report: {summary['report']}")
-    return Outcome(epoch, passed, state, Path(summary["report"]), summary, validated=True)
-
-
-def publish_passed(home: Home, epoch: int, summary: dict | None = None) -> str:
-    """Record a passed validation (when `summary` is given) and publish what may be: the
-    epoch's state afterwards, published or held (HELD). A crash between the two leaves a
-    passed epoch `closed`; validating it again publishes it (published_outcome, then this)."""
-    from cumulus.engine.publish import publish_ready
-
-    if summary is not None:  # closed (or failed before): closed now, with its validation
-        transition(home, epoch, CLOSED, validation=summary["outcome"], validation_detail=ledger_detail(summary))
+    transition(home, epoch, CLOSED if passed else FAILED_STATE, validation=summary["outcome"],
+               validation_detail=ledger_detail(summary))
+    if passed:
         fault_point("validate.after-ledger")
-    stable = publish_ready(home)
-    return PUBLISHED if stable is not None and stable.epoch >= epoch else HELD
+    return passed
+
+
+def verdict_lines(rows, settings: Settings, epoch: int, state: str, summary: dict[str, Any]) -> list[str]:
+    """What a validation says when it ends: its outcome and state, why a passed epoch is
+    held, the failed checks, where the reports are."""
+    lines = [f"epoch {epoch}: validation {summary['outcome']} -> {state}"]
+    if state == HELD:
+        lines.append(held_text(rows, epoch, settings))
+    if summary["outcome"] != PASSED:
+        lines.append(f"epoch {epoch}: failed checks: {', '.join(summary['failed_checks'])}")
+    return [*lines, f"data docs (every epoch): {summary['data_docs']}", f"report: {summary['report']}"]
 
 
 @dataclass

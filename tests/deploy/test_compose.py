@@ -63,8 +63,29 @@ def test_service_is_well_formed(name) -> None:
 
 
 def test_published_ports_are_unique() -> None:
-    host_ports = [str(p).split(":")[0] for s in SERVICES.values() for p in s.get("ports", [])]
+    host_ports = [str(p).rsplit(":", 1)[0] for s in SERVICES.values() for p in s.get("ports", [])]
     assert len(host_ports) == len(set(host_ports)), host_ports
+
+
+def test_every_secret_is_required_and_no_page_without_a_login_is_published() -> None:
+    """No password, key, secret or token has a default: compose refuses to start until
+    .env has each (.env.example lists them all); what asks nobody who they are (the Spark
+    master UI, the MinIO console) is published on loopback only."""
+    raw = (REPO / "docker-compose.yml").read_text()
+    secret = re.compile(r"PASSWORD|SECRET|TOKEN|FERNET")
+    used = set(re.findall(r"\$\{(\w+)", raw)) - {"HOSTNAME"}  # ($${HOSTNAME}: the container's own)
+    defaults = {m.group(1) for m in re.finditer(r"\$\{(\w+):?-", raw) if secret.search(m.group(1))}
+    assert not defaults, f"secrets with a default: {sorted(defaults)}"
+    example = {line.split("=", 1)[0] for line in (REPO / ".env.example").read_text().splitlines()
+               if line and not line.startswith("#")}
+    assert {v for v in used if secret.search(v)} <= example and used <= example, used - example
+    open_pages = {"minio": "9001", "spark-master": "8080"}
+    for name, port in open_pages.items():
+        published = [str(p) for p in SERVICES[name].get("ports", []) if str(p).endswith(f":{port}")]
+        assert published and all(p.startswith("127.0.0.1:") for p in published), (name, published)
+    engine = env_of("cumulus-engine")["CUMULUS_ENGINE_TOKEN"]
+    assert engine.startswith("${CUMULUS_ENGINE_TOKEN:?") and env_of("airflow-scheduler")["CUMULUS_ENGINE_TOKEN"] == engine
+    assert "Authorization: Bearer $${CUMULUS_ENGINE_TOKEN}" in " ".join(SERVICES["cumulus-engine"]["healthcheck"]["test"])
 
 
 def test_hostnames_in_settings_are_services() -> None:
@@ -87,13 +108,14 @@ def test_cumulus_processes_share_one_configuration(tmp_path, monkeypatch) -> Non
     envs = {n: {k: v for k, v in env_of(n).items() if k.startswith("CUMULUS_")} for n in cumulus_services}
     assert all(e == envs["airflow-scheduler"] for e in envs.values())
     env = envs["airflow-scheduler"]
-    assert set(env) - {"CUMULUS_HOME"} <= set(ENV_VARS.values()), "unknown CUMULUS_ variable"
+    # (CUMULUS_ENGINE_TOKEN: read where the warm engine and its callers meet, not a setting)
+    assert set(env) - {"CUMULUS_HOME", "CUMULUS_ENGINE_TOKEN"} <= set(ENV_VARS.values()), "unknown CUMULUS_ variable"
 
     home = tmp_path / "home"
     home.mkdir()
     (home / "cumulus.toml").write_text((REPO / "docker" / "cumulus.toml").read_text())
     for key, value in env.items():
-        if key != "CUMULUS_HOME":
+        if key not in ("CUMULUS_HOME", "CUMULUS_ENGINE_TOKEN"):
             monkeypatch.setenv(key, value)
     settings = load_settings(home)
     conf = spark_conf(settings)

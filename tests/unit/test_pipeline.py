@@ -137,7 +137,7 @@ def test_source_work_paths():
     assert taken.paths() == []
 
 
-def test_the_engine_state_file_says_where_it_runs_and_stale_ones_are_ignored(tmp_path):
+def test_the_engine_state_file_says_where_it_runs_and_stale_ones_are_ignored(tmp_path, monkeypatch):
     """On this host the pid tells whether the engine lives (a dead pid, or this very
     process after a container restart, is stale); from another host (an engine in its own
     container) the state is taken as written and only the engine's answer tells. An engine
@@ -161,6 +161,7 @@ def test_the_engine_state_file_says_where_it_runs_and_stale_ones_are_ignored(tmp
         state = {"pid": pid, "url": "http://cumulus-engine:8790", **({"host": host} if host else {})}
         path.write_text(json.dumps(state))
         assert (engine_state(settings) == state) is alive, state
+    monkeypatch.setenv("CUMULUS_ENGINE_TOKEN", "t0ken")  # (beyond loopback only with one)
     for host, url, want in [("0.0.0.0", None, f"http://{here}:"), ("127.0.0.1", None, "http://127.0.0.1:"),
                             ("0.0.0.0", "http://cumulus-engine:8790/", "http://cumulus-engine:8790")]:
         server = EngineServer(settings, port=0, host=host, url=url)
@@ -168,3 +169,39 @@ def test_the_engine_state_file_says_where_it_runs_and_stale_ones_are_ignored(tmp
             assert server.url.startswith(want) and (url or server.url.endswith(f":{server.port}")), server.url
         finally:
             server._http.server_close()
+
+
+def test_the_warm_engine_beyond_loopback_asks_every_caller_for_its_token(tmp_path, monkeypatch):
+    """Bound beyond loopback the engine needs $CUMULUS_ENGINE_TOKEN; with one, a request
+    without it (or with another) is refused 401 and EngineClient, which sends it, is served."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from cumulus.errors import CumulusError
+    from cumulus.pipeline.client import EngineClient
+    from cumulus.pipeline.server import EngineServer
+
+    settings = SimpleNamespace(home=tmp_path)
+    monkeypatch.delenv("CUMULUS_ENGINE_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="beyond loopback.*CUMULUS_ENGINE_TOKEN"):
+        EngineServer(settings, port=0, host="0.0.0.0")
+    monkeypatch.setenv("CUMULUS_ENGINE_TOKEN", "s3cret")
+    server = EngineServer(settings, port=0, host="0.0.0.0", url=None)
+    threading.Thread(target=server._http.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(f"{url}/status", headers=headers), timeout=5)
+            assert refused.value.code == 401
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/stop", data=b"{}", method="POST"), timeout=5)
+        assert refused.value.code == 401 and not server._stop.is_set()
+        assert EngineClient(url).status()["url"] == server.url
+        monkeypatch.setenv("CUMULUS_ENGINE_TOKEN", "wrong")
+        with pytest.raises(CumulusError, match="a token is required"):
+            EngineClient(url).submit("close", [])
+    finally:
+        server._http.shutdown()
+        server._http.server_close()
