@@ -328,6 +328,11 @@ class Engine:
         engine = cls(load_settings(home), app_name="cumulus-init")
         return engine, init_home(engine.home, schema_file)
 
+    def sql(self, statement: str) -> Any:
+        """A Spark SQL statement of the user's on the home's catalog (the default catalog:
+        `views_stable.v`, `results.v`, `base.orders` by name): its DataFrame (`cumulus sql`)."""
+        return self.spark.sql(statement)
+
     def dbt_build(self, epoch: int | None = None, echo: Callable[[str], None] | None = None) -> tuple[int, list]:
         """`dbt build` of the project on the stable snapshot (or tag epoch-N), in one dbt
         process; (its exit status, the nodes it ran) (cumulus.dbt.run.build)."""

@@ -11,9 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
-from cumulus.config import settings_from_args
+from cumulus.commands import engine_for
 from cumulus.errors import SQLQueryError
-from cumulus.spark.session import spark_session
 
 FORMATS = ("table", "csv", "json")
 
@@ -37,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
     from pyspark.errors import PySparkException
 
-    spark = spark_session(settings_from_args(args), app_name="cumulus-sql")
+    engine = engine_for(args)
     try:
-        df = spark.sql(query)
+        df = engine.sql(query)
         columns = df.columns
         if not columns:  # DDL and DML: executed eagerly, nothing to print
             return 0

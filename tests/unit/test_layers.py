@@ -86,7 +86,7 @@ def test_every_package_imports_only_lower_ranks() -> None:
 # constants (a new one is a conscious addition here, after checking it writes nothing).
 REPO = PACKAGE.parent
 FACES = ("cumulus/commands", "cumulus/cli.py", "cumulus/jobs", "cumulus/pipeline", "plugins", "dags", "spark_jobs")
-BELOW_APP = ("cumulus.store", "cumulus.engine", "cumulus.ingest", "cumulus.quality", "cumulus.dbt")
+BELOW_APP = ("cumulus.store", "cumulus.engine", "cumulus.ingest", "cumulus.quality", "cumulus.dbt", "cumulus.spark")
 READS = {
     "cumulus.dbt.generate": {"generate"},  # model files from the compiled views (no table)
     "cumulus.dbt.profile": {"PROJECT_ENV", "project_dir", "write_profile"},  # dbt's profiles.yml
@@ -111,6 +111,7 @@ READS = {
     "cumulus.store.quarantine": {"LIST_COLUMNS", "get_row", "list_rows"},
     "cumulus.store.registry": {"FULL", "M3", "SQL", "is_registered", "registered_views", "registry"},
     "cumulus.store.tables": {"MAPS", "tables_of", "pyiceberg_name"},  # tables_of: names, no table opened
+    "cumulus.spark.session": {"driver_java_options", "jar_conf"},  # spark-submit's command line (no session)
 }
 
 
@@ -129,11 +130,76 @@ def test_faces_write_nothing_but_through_the_application_layer() -> None:
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.Import):
                 bad += [f"{f.relative_to(REPO)}: import {a.name}" for a in node.names if a.name.startswith(BELOW_APP)]
+            elif isinstance(node, ast.ImportFrom) and node.module == "cumulus":  # from cumulus import store
+                bad += [f"{f.relative_to(REPO)}: from cumulus import {a.name}" for a in node.names
+                        if f"cumulus.{a.name}".startswith(BELOW_APP)]
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(BELOW_APP):
                 allowed = READS.get(node.module, set())
                 bad += [f"{f.relative_to(REPO)}: from {node.module} import {a.name}" for a in node.names
                         if a.name not in allowed]
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(("import_module", "__import__")):
+                bad += [f"{f.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)} (a module by name)"
+                        for name in by_name(f, node) if name.startswith(BELOW_APP) or not name.startswith("cumulus.")]
     assert bad == [], "go through cumulus.app for these:\n" + "\n".join(bad)
+
+
+def by_name(f: Path, call: ast.Call) -> list[str]:
+    """The modules an import_module call may name: its f-string's or constant's text, or
+    the constants of the tuple it iterates over (cli.py's COMMAND_MODULES); "?" unknown."""
+    arg = call.args[0] if call.args else None
+    if isinstance(arg, ast.Constant):
+        return [str(arg.value)]
+    if isinstance(arg, ast.JoinedStr):
+        return ["".join(str(v.value) if isinstance(v, ast.Constant) else "*" for v in arg.values)]
+    if isinstance(arg, ast.Name):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets) \
+                    and isinstance(node.value, ast.Tuple | ast.List) and all(
+                        isinstance(e, ast.Constant) for e in node.value.elts):
+                return [str(e.value) for e in node.value.elts]
+    return ["?"]
+
+
+def test_no_relative_imports() -> None:
+    """Every import names its module in full (the checks above read absolute names only)."""
+    relative = [f"{f.relative_to(REPO)}:{node.lineno}" for f in [*PACKAGE.rglob("*.py"), *face_files()]
+                for node in ast.walk(ast.parse(f.read_text())) if isinstance(node, ast.ImportFrom) and node.level]
+    assert relative == []
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    """No cycle among the modules' import-time imports (outside functions and `if
+    TYPE_CHECKING`), within a package too: `from cumulus.engine import close` names the
+    module close, `from cumulus.engine.close import x` the module close as well."""
+    modules = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph = {}
+    for name, f in modules.items():
+        internal = _top_level_imports(f)[0]
+        graph[name] = {m for m in internal if m in modules and m != name}
+    seen, stack, on_stack, cycles = set(), [], set(), []
+
+    def visit(node: str) -> None:
+        seen.add(node)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target in on_stack:
+                cycles.append(" -> ".join([*stack[stack.index(target):], target]))
+            elif target not in seen:
+                visit(target)
+        stack.pop()
+        on_stack.discard(node)
+
+    for node in sorted(graph):
+        if node not in seen:
+            visit(node)
+    # (a package's __init__ imported by its own modules is no cycle of code: ignore those)
+    cycles = [c for c in cycles if not any(c.split(" -> ")[i].startswith(c.split(" -> ")[i + 1] + ".")
+                                           for i in range(len(c.split(" -> ")) - 1))]
+    assert cycles == [], "\n".join(cycles)
 
 
 def test_the_spark_jobs_are_modules_that_import_no_cli_code() -> None:
