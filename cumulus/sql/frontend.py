@@ -60,6 +60,7 @@ from cumulus.schema import (
     Schema,
     promote,
 )
+from cumulus.schema import Column as TableColumn
 from cumulus.sql.calculus import Atom, Derived, Monomial, one
 from cumulus.sql.clauses import expand_group_by_all, unmodelled
 from cumulus.sql.items import Output, SelectBinder
@@ -863,6 +864,17 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         raise self.refuse(f"{self.text_of(e)} is not supported (casts to DOUBLE, to BIGINT/INT from an integer and "
                           "to DECIMAL without rounding are: engines round or truncate other casts differently)", e)
 
+    def var_source(self, name: str) -> Expr | TableColumn | None:
+        """What a variable stands for: a derived variable's expression, or the column of a
+        relation (None: neither)."""
+        for d in self.derived:
+            if d.var == name:
+                return d.expr
+        for (alias, col), var in self.var_of.items():
+            if var == name:
+                return self.schema.relation(dict(self.from_)[alias]).column(col)
+        return None
+
     def int_digits(self, x: Expr) -> int:
         """The most digits before the point a numeric expression's values can have (an INT
         is a BIGINT: 19; a DECIMAL column its precision less its scale; when unknown, the
@@ -874,16 +886,12 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
             whole = abs(int(Decimal(str(x.value)))) if x.type in (INT, DECIMAL) else None
             return most if whole is None else len(str(whole)) if whole else 0
         if isinstance(x, Var):
-            for d in self.derived:
-                if d.var == x.name:
-                    return self.int_digits(d.expr)
-            for (alias, col), var in self.var_of.items():
-                if var == x.name:
-                    column = self.schema.relation(dict(self.from_)[alias]).column(col)
-                    if column.type == DECIMAL:
-                        return min(most, (column.precision or 38) - (column.scale or 0))
-                    return 19 if column.type == INT else most
-            return most
+            source = self.var_source(x.name)
+            if isinstance(source, TableColumn):
+                if source.type == DECIMAL:
+                    return min(most, (source.precision or 38) - (source.scale or 0))
+                return 19 if source.type == INT else most
+            return most if source is None else self.int_digits(source)
         if isinstance(x, Call) and x.func == "TO_DECIMAL":
             return self.int_digits(x.args[0])
         if isinstance(x, Neg):
@@ -903,14 +911,10 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
                 return DECIMAL, max(0, -Decimal(x.value).as_tuple().exponent)  # type: ignore[arg-type, operator]
             return (None if x.type == NULL else x.type), 0
         if isinstance(x, Var):
-            for d in self.derived:
-                if d.var == x.name:
-                    return self.m3_type(d.expr)
-            for (alias, col), var in self.var_of.items():
-                if var == x.name:
-                    column = self.schema.relation(dict(self.from_)[alias]).column(col)
-                    return column.type, column.scale or 0
-            return None, 0
+            source = self.var_source(x.name)
+            if isinstance(source, TableColumn):
+                return source.type, source.scale or 0
+            return (None, 0) if source is None else self.m3_type(source)
         if isinstance(x, Call):
             return FUNCTIONS[x.func][1], 0
         if isinstance(x, BinOp) and x.op == "/":
