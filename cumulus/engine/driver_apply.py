@@ -9,7 +9,7 @@ planning and scheduling, the interpreter milliseconds. The commit is the Spark p
 Exactness: the interpreter takes the events relation by relation in the plan's order (the
 batch semantics of evaluate.py; for programs compiled from SQL any order gives the same
 result) and each event against the state its earlier ones left: the serial result that
-the Spark plan computes. Arithmetic is exact (Decimal with 80 digits); a decimal delta is
+the Spark plan computes. Arithmetic is exact (Decimal with 200 digits); a decimal delta is
 rounded to the maps' scale as Spark's cast rounds it (half up). A value the maps' types
 cannot hold as Spark would write it (an int beyond BIGINT, a decimal beyond DECIMAL(38,6)
 or a decimal key finer than its scale) sends the batch the Spark way, as does a batch over
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
 from cumulus.m3.ast import MapRef
-from cumulus.m3.interpreter import Event, Interpreter, canonical, coerce
+from cumulus.m3.interpreter import EXACT, Event, Interpreter, canonical, coerce
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.sql.derived import settle, settles_by_group
 from cumulus.store.catalog import shared_catalog
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("cumulus.apply")
 
 IN_DRIVER, BY_SPARK = "in the driver", "by Spark"  # where a batch's or a rebuild's deltas were evaluated
-_EXACT = decimal.Context(prec=80)  # the interpreter's arithmetic here: exact for any DECIMAL(38, s)
 _QUANTUM = decimal.Decimal(1).scaleb(-DECIMAL_SCALE)
 _DECIMAL_LIMIT = decimal.Decimal(10) ** (38 - DECIMAL_SCALE)
 _BIGINT_LIMIT = 1 << 63
@@ -75,7 +74,7 @@ def driver_deltas(
         if not _load_maps(catalog, settings, plan, interpreter, read, record.read_snapshot, read_bytes):
             return None
     interpreter.journal = {}
-    with decimal.localcontext(_EXACT):
+    with decimal.localcontext(EXACT):
         for rel in relations:
             events = _events(catalog, settings, plan, record, rel, read_bytes)
             if len(events) != counts[rel]:
@@ -123,7 +122,7 @@ def driver_rebuild(settings: Settings, plan: BatchPlan, tag: str | None, columns
         return None
     interpreter = Interpreter(plan.checked)
     interpreter.journal = {}
-    with decimal.localcontext(_EXACT):
+    with decimal.localcontext(EXACT):
         for rel in plan.order:
             _process(interpreter, rel, events.get(rel, ()))
         # Then the derived relations' rows (nested queries), inserted as the Spark rebuild
@@ -233,7 +232,7 @@ def driver_derived(
         else:
             touched.add((name, key))
     after.journal = {}
-    with decimal.localcontext(_EXACT):
+    with decimal.localcontext(EXACT):
         settle(after, plan.derived, {name: {} for name in plan.derived}, touched=touched, before=before)
         out = _delta_rows(plan, after.journal, columns)
     return None if out is None else DriverDeltas(out, read_bytes[0])
@@ -284,13 +283,13 @@ def _delta_rows(plan: BatchPlan, journal: Mapping[tuple[str, tuple], Any], colum
 def _fits_scale(key: decimal.Decimal) -> bool:
     """Whether a decimal key is exact at the maps' scale (19.5000000 is, as 19.500000;
     19.5000001 is not: Spark's cast would round it)."""
-    return key == key.quantize(_QUANTUM, context=_EXACT)
+    return key == key.quantize(_QUANTUM, context=EXACT)
 
 
 def _value(total: Any, type_: str) -> Any:
     """A summed delta as the maps' value type stores it (None: not as Spark would)."""
     if type_ == "decimal":
-        value = decimal.Decimal(total).quantize(_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=_EXACT)
+        value = decimal.Decimal(total).quantize(_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=EXACT)
         return value if abs(value) < _DECIMAL_LIMIT else None
     if type_ == "int":
         return total if isinstance(total, int) and abs(total) < _BIGINT_LIMIT else None

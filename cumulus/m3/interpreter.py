@@ -6,6 +6,7 @@ cumulus/m3/ast.py) and the oracle that the Spark engine is tested against."""
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import functools
 import math
 import operator
@@ -51,6 +52,11 @@ class Event:
 
 
 # ---------------------------------------------------------------- values
+
+
+# Exact decimal arithmetic: maps hold DECIMAL(38,6) values, and a product of two may have
+# twice the digits; Python's default context keeps 28 significant digits and would round.
+EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN)
 
 
 def _num(a, b):
@@ -274,6 +280,10 @@ class Interpreter:
         self.events_processed += 1
         if trigger is None:
             return
+        with decimal.localcontext(EXACT):
+            self._process(trigger, event)
+
+    def _process(self, trigger, event: Event) -> None:
         env = dict(zip(trigger.params, map(canonical, event.values), strict=True))
         # Every statement reads the state before the event; updates land together.
         updates: list[tuple[str, tuple, object]] = []

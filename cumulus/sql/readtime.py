@@ -14,14 +14,13 @@ Python and Spark alike, so LIMIT cuts at the same row in every reader."""
 
 from __future__ import annotations
 
-import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from cumulus.errors import Position, SQLBindError, UnsupportedSQLError
 from cumulus.m3.ast import Const
-from cumulus.m3.interpreter import compare_values, divide, nan_last
+from cumulus.m3.interpreter import EXACT, compare_values, divide, nan_last
 from cumulus.output import text as show
 from cumulus.sql.sqltext import LITERAL_SPELLING, literal_as, quotient_sql, spark_literal
 
@@ -195,7 +194,6 @@ def refs(e: RExpr) -> list[str]:
 
 # ---------------------------------------------------------------- Python evaluation
 
-EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN)
 
 
 def evaluate(e: RExpr, row: dict[str, object]):

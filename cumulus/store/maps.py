@@ -21,6 +21,7 @@ leaves either state, and a retry finds nothing to do."""
 
 from __future__ import annotations
 
+import decimal
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,7 +30,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cumulus.config import Settings
-from cumulus.m3.interpreter import canonical
+from cumulus.m3.interpreter import EXACT, canonical
 from cumulus.m3.validate import MapInfo
 from cumulus.schema import DECIMAL_SCALE
 from cumulus.spark.local import local_frame
@@ -128,9 +129,10 @@ def summed_entries(rows: Any, info: MapInfo) -> dict[tuple, Any]:
     slots, value_column = key_slots(info), value_slot(info.type)
     totals: dict[tuple, Any] = {}
     columns = [rows.column(k).to_pylist() for k in slots]
-    for i, value in enumerate(rows.column(value_column).to_pylist()):
-        key = tuple(canonical(c[i]) for c in columns)  # (a NaN key's rows: one entry)
-        totals[key] = totals.get(key, 0) + value
+    with decimal.localcontext(EXACT):  # (a sum of DECIMAL(38,6) rows: exact)
+        for i, value in enumerate(rows.column(value_column).to_pylist()):
+            key = tuple(canonical(c[i]) for c in columns)  # (a NaN key's rows: one entry)
+            totals[key] = totals.get(key, 0) + value
 
     def typed(value: Any) -> Any:  # a DECIMAL(38,6) without its trailing zeros
         if info.type == "decimal" and isinstance(value, Decimal):

@@ -485,3 +485,18 @@ def test_duckdb_reads_a_name_in_an_order_by_expression_as_from_s_column() -> Non
     for values in [(1, 5), (2, 1), (2, 1), (3, 2)]:
         interp.process(Event("+", "r", values))
     assert view_rows(compiled.views["v"], interp.entries) == [(2, 1), (1, 2), (5, 1)]
+
+
+def test_decimals_of_38_digits_are_summed_exactly() -> None:
+    """The maps hold DECIMAL(38,6): the interpreter adds and multiplies exactly (Python's
+    default context keeps 28 digits: a big value's delete took a small one with it)."""
+    schema = parse_schema("CREATE TABLE g (k INT, y DECIMAL(38,6), d DECIMAL(18,2));")
+    compiled = compile_views(schema, [("s", "SELECT k, SUM(y) AS s, SUM(d * d) AS dd FROM g GROUP BY k")])
+    interp = Interpreter(compiled.checked)
+    big = Decimal("12345678901234567890123456789012.123456")
+    for e in [Event("+", "g", (1, big, Decimal("1234567890123456.78"))), Event("+", "g", (1, Decimal("0.000001"), None))]:
+        interp.process(e)
+    assert view_rows(compiled.views["s"], interp.entries) == [
+        (1, Decimal("12345678901234567890123456789012.123457"), Decimal("1524157875323883652796829976527.9684"))]
+    interp.process(Event("-", "g", (1, big, Decimal("1234567890123456.78"))))
+    assert view_rows(compiled.views["s"], interp.entries) == [(1, Decimal("0.000001"), None)]
