@@ -115,7 +115,7 @@ def is_nan(v) -> bool:
 def canonical(v):
     """A value as a key holds it: every NaN the one NaN object (Spark and DuckDB group
     NaNs together)."""
-    return NAN if isinstance(v, float) and v != v else v
+    return NAN if is_nan(v) else v
 
 
 def nan_last(v) -> tuple:

@@ -35,8 +35,7 @@ def merge_from_subqueries(select: exp.Select, columns_of=lambda relation: ()) ->
         if sub.args.get("alias") is not None and sub.args["alias"].columns:
             continue  # its columns renamed: kept as a derived relation (cumulus/sql/nested.py)
         inner = _qualified(merge_from_subqueries(sub.this, columns_of), columns_of)
-        current = [select.args["from"].this] + [j.this for j in select.args.get("joins") or []]
-        _renamed_apart(inner, {(t.alias_or_name or "").lower() for t in current if t is not sub})
+        _renamed_apart(inner, {(t.alias_or_name or "").lower() for t in from_items(select) if t is not sub})
         alias = (sub.alias or "").lower()
         names: dict[str, exp.Expression] = {}
         for item in inner.expressions:
@@ -79,7 +78,7 @@ def _renamed_apart(inner: exp.Select, taken: set[str]) -> None:
     """The relations of `inner`'s FROM whose alias the outer FROM already has (a CTE or
     a subquery over the same relation twice: FROM (SELECT .. FROM r) x, (SELECT .. FROM r)
     y) renamed `<alias>_<n>`, with the columns that name them. In place."""
-    tables = [inner.args["from"].this] + [j.this for j in inner.args.get("joins") or []]
+    tables = from_items(inner)
     used = taken | {(t.alias_or_name or "").lower() for t in tables}
     for t in tables:
         old = (t.alias_or_name or "").lower()
@@ -101,9 +100,8 @@ def _renamed_apart(inner: exp.Select, taken: set[str]) -> None:
 
 def _shadowed(col: exp.Column, top: exp.Select, alias: str) -> bool:
     """Whether a SELECT between `col` and `top` has a relation named `alias` of its own."""
-    return any(isinstance(n, exp.Select) and n is not top and alias in {
-        (t.alias_or_name or "").lower() for t in [n.args["from"].this] + [j.this for j in n.args.get("joins") or []]}
-        for n in _ancestors(col, top) if n.args.get("from") is not None)
+    return any(isinstance(n, exp.Select) and n is not top and alias in {(t.alias_or_name or "").lower() for t in from_items(n)}
+               for n in _ancestors(col, top))
 
 
 def _qualified(inner: exp.Select, columns_of) -> exp.Select:
@@ -179,11 +177,16 @@ def construct(e: exp.Expression) -> str:
     return f"the function {e.name.upper()}" if isinstance(e, exp.Anonymous) else e.key.upper()
 
 
+def from_items(select: exp.Select) -> list[exp.Expression]:
+    """The FROM clause's items (tables and subqueries) and its joins', in order."""
+    holders = ([select.args["from"]] if select.args.get("from") else []) + list(select.args.get("joins") or [])
+    return [h.this for h in holders]
+
+
 def relations_in_from(select: exp.Select) -> list[tuple[str, str]]:
     """(alias, relation name) of the FROM clause's tables, in order (subqueries skipped)."""
-    holders = ([select.args["from"]] if select.args.get("from") else []) + list(select.args.get("joins") or [])
-    return [((h.this.alias_or_name or h.this.name).lower(), h.this.name.lower())
-            for h in holders if isinstance(h.this, exp.Table) and h.this.name]
+    return [((t.alias_or_name or t.name).lower(), t.name.lower())
+            for t in from_items(select) if isinstance(t, exp.Table) and t.name]
 
 
 def expand_stars(select: exp.Select, columns_of, merged: set[str] = frozenset()) -> None:  # type: ignore[assignment]

@@ -144,20 +144,18 @@ def test_faces_write_nothing_but_through_the_application_layer() -> None:
 
 
 def by_name(f: Path, call: ast.Call) -> list[str]:
-    """The modules an import_module call may name: its f-string's or constant's text, or
-    the constants of the tuple it iterates over (cli.py's COMMAND_MODULES); "?" unknown."""
+    """The modules an import_module call may name: its f-string's or constant's text, or,
+    for a variable, the constants of every upper-case tuple or list of the file (cli.py's
+    COMMAND_MODULES); "?" when there is none."""
     arg = call.args[0] if call.args else None
     if isinstance(arg, ast.Constant):
         return [str(arg.value)]
     if isinstance(arg, ast.JoinedStr):
         return ["".join(str(v.value) if isinstance(v, ast.Constant) else "*" for v in arg.values)]
-    if isinstance(arg, ast.Name):
-        for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets) \
-                    and isinstance(node.value, ast.Tuple | ast.List) and all(
-                        isinstance(e, ast.Constant) for e in node.value.elts):
-                return [str(e.value) for e in node.value.elts]
-    return ["?"]
+    names = [str(e.value) for node in ast.walk(ast.parse(f.read_text())) if isinstance(arg, ast.Name)
+             and isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+             and isinstance(node.value, ast.Tuple | ast.List) for e in node.value.elts if isinstance(e, ast.Constant)]
+    return names or ["?"]
 
 
 def test_no_relative_imports() -> None:
