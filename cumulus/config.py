@@ -278,7 +278,8 @@ class Settings:
     # tagged epoch-N, for readers with no Cumulus code (PyIceberg, DuckDB, Trino).
     results_tables: bool = True
     # A results table is updated by the groups an epoch touched while they are at most this
-    # share of its rows and it has at least that many rows; else it is rewritten whole
+    # share of its view's groups (one the driver writes), or of its rows when it has at
+    # least that many (one a MERGE updates); else it is rewritten whole
     # (cumulus/engine/results.py; bench/results/publish*.md measures both ways).
     results_touched_share: float = 0.25
     results_touched_min_rows: int = 50_000

@@ -8,15 +8,22 @@ A view's table moves from the epoch M it shows to N in one commit, one of three 
 - by the groups the epochs since M touched (`touched`): the group keys of the maps'
   delta rows of epochs M+1..N (their files alone: maps.entries rows carry their epoch),
   the view's rows of those groups at N (view_sql reading those keys only), and each
-  touched group's row replaced, inserted or deleted. Taken while the touched groups are
-  at most `results_touched_share` of the table's rows and the table has at least
-  `results_touched_min_rows` (below, a rewrite costs less), for a view whose rows are
-  one per group and found by their group columns (`view_groups`), when every entry that
-  changed between the two tags has a delta row to find it by (`delta_snapshots`: not
-  after a rebuild, say);
+  touched group's rows replaced, inserted or deleted. For a view whose rows are found
+  by their group columns (`touchable`): one per group (KEYED, `view_groups`), a group's
+  row as many times as it occurs (BAG: a SELECT without aggregates), or the first
+  LIMIT rows of rows keyed by group by an ORDER BY over the view's columns (TOP: the
+  table's rows of untouched groups and the touched groups' rows ranked together give
+  them when at least LIMIT rank no later than the table's last row, which every other
+  group's row follows; else its whole query: `top_rows`). When every entry that changed
+  between the two tags has a delta row to find it by (`delta_snapshots`: not after a
+  rebuild, say), and the touched groups are at most `results_touched_share` of the
+  view's groups (its count map's stored rows) for a table the driver writes (2 below:
+  the touched groups' query then reads less than the whole one), or of the table's rows
+  for a MERGE (3, KEYED alone), which also needs `results_touched_min_rows` rows
+  (below, a rewrite costs less);
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
-  with LIMIT, subqueries or rows not keyed by group, a small table or a large share
-  touched;
+  with OFFSET, subqueries or rows not found by group, a table the driver writes from
+  its own reads (1 below), a large share touched;
 - neither (`unchanged`): when no map the view reads has a delta row of those epochs,
   its entries at N are those at M, and so are its rows: the table's current snapshot is
   tagged epoch-N from the driver (one small PyIceberg commit), whatever the view's shape.
@@ -25,8 +32,9 @@ Who writes it, cheapest first (a Spark write and its tag are two commits and a j
 more, 0.3-0.9 s per table on 2 cores, and a MERGE about a second however few rows it
 changes; a PyIceberg commit about 0.1 s):
 
-1. the driver alone, for a whole rewrite whose view's maps hold at most
-   `results_driver_rows` rows at the tag: one PyIceberg scan reads the maps of all such
+1. the driver alone, for a table without delete files whose view's maps hold at most
+   `results_driver_rows` rows at the tag (rewritten whole, however few groups an epoch
+   touched: no Spark job at all): one PyIceberg scan reads the maps of all such
    views, the read API's view semantics (`view_rows`, held equal to view_sql by
    tests/sqlreads/test_view_sql.py) make each view's rows, and one PyIceberg commit
    writes and tags the table (`cumulus.results-writer = driver`);
@@ -60,7 +68,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -68,6 +76,7 @@ from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.spark.local import collected_arrow
 from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
+from cumulus.sql.readtime import Order, Ref, ranked
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
 from cumulus.store import commit
 from cumulus.store.catalog import shared_catalog
@@ -202,6 +211,45 @@ def shows_epoch(meta: Mapping[str, object], epoch: int) -> bool:
     return tagged is not None and commit.descends_by(meta, tagged, frozenset({"replace"}))
 
 
+KEYED, BAG, TOP = "keyed", "bag", "top"  # a view's rows by group: one each; its count times; the first LIMIT
+
+
+@dataclass(frozen=True)
+class Touch:
+    """How a view's results table may be updated by the groups an epoch touched: its groups
+    (view_groups: their output columns, and each map's key slots of them) and the shape of
+    its rows: KEYED, a row per group (a MERGE or the driver replaces a group's row); BAG,
+    a group's row as many times as it occurs (the driver replaces a group's rows); TOP,
+    the first `limit` rows by `order` (over the view's columns, ties broken by its group
+    columns) of rows keyed by group: the driver ranks the table's rows of the untouched
+    groups with the touched groups' rows (top_rows)."""
+
+    groups: ViewGroups
+    shape: str
+    order: tuple[Order, ...] = ()
+    limit: int = 0
+
+
+def touchable(plan: ViewPlan, maps: Mapping[str, object]) -> Touch | None:
+    """The view's Touch, or None when its rows are not found by group (module doc)."""
+    found = view_groups(plan, maps)
+    if found is not None:
+        return Touch(found, KEYED)
+    finish = plan.finish
+    if plan.refresh != "incremental" or finish is not None and finish.offset:
+        return None
+    if finish is None or finish.limit is None:
+        found = view_groups(replace(plan, bag=False), maps) if plan.bag else None
+        return None if found is None else Touch(found, BAG)
+    names = [n for n, _ in finish.select]
+    order = tuple(Order(Ref(next(n for n, e in finish.select if e == o.expr)), o.desc, o.nulls_first)
+                  for o in finish.order if any(e == o.expr for _, e in finish.select))
+    if plan.bag or len(order) < len(finish.order) or len(set(names)) < len(names):
+        return None  # an ORDER BY over what the view does not show: its table cannot rank its rows
+    found = view_groups(replace(plan, finish=replace(finish, limit=None)), maps)
+    return None if found is None else Touch(found, TOP, order, finish.limit)
+
+
 def _merge(spark: SparkSession, table: str, keys: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
     """Replace the rows of the groups in the temporary view `keys` in `table` by `rows`
     (the view's rows of those groups, registered as the temporary view `<keys>_rows`; a
@@ -231,6 +279,7 @@ class _Written:
     seconds: dict[str, float] = field(default_factory=dict)  # merge, whole, driver, collect
     rows: pa.Table | None = None  # rows Spark's query gave, for the driver to write: every row, or the touched groups'
     keys: pa.Table | None = None  # ... and of a touched update, those groups' keys (`__g<i>`)
+    touch: Touch | None = None  # ... and how they make the table's rows
 
 
 def _create_empty(home: Home, compiled: Compilation, views: list[str], epoch: int) -> None:
@@ -256,33 +305,34 @@ def _metadata(home: Home, view: str) -> Mapping[str, object] | None:
     return commit.table_metadata(home.spark, table) if home.spark.catalog.tableExists(table) else None
 
 
-def _by_touched(home: Home, meta: Mapping[str, object] | None, view: str, since: int, deltas: DataFrame | None,
-                touched: Mapping[str, int]) -> bool:
-    """Whether results.<view> is updated by the groups the epochs since `since` touched
-    (the module doc): it shows `since`, its view's groups have delta rows to find them by
-    (`touched`: how many, at least one: a view none of whose maps changed is tagged as it
-    was, _tag_unchanged), and the table has at least `results_touched_min_rows` rows of
-    which they are at most `results_touched_share`."""
-    if deltas is None or meta is None or view not in touched or not shows_epoch(meta, since):
-        return False
-    count, rows = touched[view], _live_rows(meta)
+def _by_touched(home: Home, meta: Mapping[str, object], touch: Touch, count: int, collect: bool,
+                groups: int) -> bool:
+    """Whether results.<view> is updated by the `count` groups the epochs since the one it
+    shows touched (module doc), rather than rewritten whole. Of a table the driver writes
+    (`collect`), when they are at most `results_touched_share` of the view's `groups` (its
+    count map's stored rows: the touched groups' query then reads less than its whole
+    query does); of another (a MERGE, KEYED views alone), when the table has at least
+    `results_touched_min_rows` rows of which they are at most that share."""
     settings = home.settings
-    return rows >= settings.results_touched_min_rows and count <= settings.results_touched_share * rows
+    if collect:
+        return count <= settings.results_touched_share * groups
+    rows = _live_rows(meta)
+    return (touch.shape == KEYED and rows >= settings.results_touched_min_rows
+            and count <= settings.results_touched_share * rows)
 
 
 def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: Mapping[str, object] | None,
-                by_touched: bool, deltas: DataFrame | None, groups: Mapping[str, ViewGroups],
-                touched: Mapping[str, int], collect: bool = False) -> _Written:
-    """Bring results.<view> to `epoch` through Spark (module doc) and tag it: by its touched
-    groups (`by_touched`: `groups`, the group columns of each view that may be updated by
-    its groups, `view_groups`; `touched`, how many of them have delta rows in `deltas`),
-    else rewritten whole. `collect`: Spark's query only, its rows (and keys) returned for
-    the driver to write and tag (`_commit_collected`)."""
+                touch: Touch | None = None, deltas: DataFrame | None = None, count: int = 0,
+                collect: bool = False) -> _Written:
+    """Bring results.<view> to `epoch` through Spark (module doc) and tag it: by its
+    touched groups (`touch`: how its rows are found by group; `count` groups have delta
+    rows in `deltas`), else rewritten whole. `collect`: Spark's query only, its rows (and
+    keys) returned for the driver to write and tag (`_commit_collected`)."""
     from pyspark.sql import functions as F
 
     table = home.tables.results(view)
-    if by_touched:
-        written = _update_touched(home, compiled, view, groups[view], deltas, touched[view], epoch, collect)
+    if touch is not None:
+        written = _update_touched(home, compiled, view, touch, deltas, count, epoch, collect)
     elif collect:
         started = time.perf_counter()
         rows = collected_arrow(home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False)))
@@ -304,12 +354,12 @@ def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: 
     return written
 
 
-def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGroups,
+def _update_touched(home: Home, compiled: Compilation, view: str, touch: Touch,
                     deltas: DataFrame, count: int, epoch: int, collect: bool) -> _Written:
     """Update results.<view> by the `count` groups whose entries have delta rows in
-    `deltas`, by a MERGE, or (`collect`) return those groups' keys and rows for the
-    driver to write."""
-    outputs, slots = groups
+    `deltas`, by a MERGE (of a KEYED view), or (`collect`) return those groups' keys and
+    rows for the driver to write."""
+    outputs, slots = touch.groups
     started = time.perf_counter()
     keys = group_keys(deltas, slots).cache()
     try:
@@ -318,7 +368,7 @@ def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGr
         restriction = Restriction(f"`{name}`", slots)
         rows = home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False, groups=restriction))
         if collect:
-            written = _Written("touched", count, rows=collected_arrow(rows), keys=collected_arrow(keys))
+            written = _Written("touched", count, rows=collected_arrow(rows), keys=collected_arrow(keys), touch=touch)
             written.seconds["collect"] = time.perf_counter() - started
         else:
             with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
@@ -331,26 +381,55 @@ def _update_touched(home: Home, compiled: Compilation, view: str, groups: ViewGr
     return written
 
 
-def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Written,
-                      groups: ViewGroups | None, epoch: int) -> bool:
+def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Written, epoch: int) -> bool:
     """Write and tag from the driver, in one PyIceberg commit, the rows Spark's query gave
     for results.<view> (`written`, from _write_view): the whole table, or, of a touched
     update, the table's rows of other groups than the touched ones (read back) and the
-    touched groups' rows. False (nothing written, logged) when they do not fit its
-    columns as they are."""
+    touched groups' rows (of a TOP view, the first of them: top_rows). False (nothing
+    written, logged) when they do not fit its columns as they are, or a TOP view's first
+    rows are not among them."""
     import pyarrow as pa
 
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
     schema = table.schema().as_arrow()
     rows = _fitted(schema, view, compiled.views[view], written.rows)
-    if rows is not None and written.keys is not None:
-        assert groups is not None
-        kept = _without_groups(table.scan().to_arrow().cast(schema), groups[0], written.keys, view)
-        rows = None if kept is None else pa.concat_tables([kept, rows])
+    if rows is not None and written.touch is not None:
+        current = table.scan().to_arrow().cast(schema)
+        kept = _without_groups(current, written.touch.groups[0], written.keys, view)
+        if kept is None:
+            rows = None
+        elif written.touch.shape == TOP:
+            rows = top_rows(written.touch, current, pa.concat_tables([kept, rows]), view)
+        else:
+            rows = pa.concat_tables([kept, rows])
     if rows is None:
         return False
     _commit(table, rows, epoch, written.how, COLLECTED)
     return True
+
+
+def top_rows(touch: Touch, current: pa.Table, candidates: pa.Table, view: str) -> pa.Table | None:
+    """A TOP view's rows at the epoch from its table's rows at the last one (`current`)
+    and `candidates`: those of its untouched groups, with the touched groups' rows. Every
+    other group's row is unchanged and ranked after the table's last row, so the first
+    `limit` candidates are the view's first rows when at least `limit` of them rank no
+    later than that last row (or the table held fewer than `limit` rows: the view had no
+    others). None (logged) otherwise: the view's whole query finds them."""
+    import pyarrow as pa
+
+    outputs = touch.groups[0]
+    limit = touch.limit
+    old = ranked(touch.order, current.to_pylist(), outputs)
+    new = candidates.to_pylist()
+    if len(old) >= limit > 0:
+        marker = dict(old[limit - 1], __cumulus_marker=True)  # ranked after candidates equal to it
+        by_rank = ranked(touch.order, [*new, marker], outputs)
+        if next(i for i, r in enumerate(by_rank) if r is marker) < limit:
+            log.info("results.%s: fewer than %d touched or kept rows rank before its last row: its whole query",
+                     view, limit)
+            return None
+    first = ranked(touch.order, new, outputs)[:limit]
+    return pa.Table.from_pylist(first, schema=candidates.schema)
 
 
 def _without_groups(current: pa.Table, outputs: tuple[str, ...], keys: pa.Table, view: str) -> pa.Table | None:
@@ -397,30 +476,48 @@ def _filler(type_: pa.DataType) -> pa.Scalar | None:
     return None
 
 
-def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int) -> dict[str, _Written]:
-    """Rewrite from the driver (module doc) the results tables of those `views` (rewritten
-    whole, their tables there without delete files) whose maps hold at most
-    `results_driver_rows` rows at tag epoch-N, counted from one plan of their maps' files
-    before any is read; each table with its tag in one PyIceberg commit. A view whose
-    rows do not fit its table's columns as they are is left out (logged): Spark writes it."""
-    limit = home.settings.results_driver_rows
-    if not views or limit <= 0:
-        return {}
+@dataclass
+class _Stored:
+    """One plan of maps.entries' files at tag epoch-N, of the maps of the views due (none
+    of their rows read): each map's stored rows (at least its entries, maps.entries being
+    partitioned by map), and the scan and files to read some of them by."""
 
-    started = time.perf_counter()
-    maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
-    tagged = maps.snapshot_by_name(tag_name(epoch))
-    if tagged is None:
+    scan: object
+    tasks: list
+    rows: Counter[str]
+
+    @classmethod
+    def plan(cls, home: Home, compiled: Compilation, views: list[str], epoch: int) -> _Stored | None:
+        maps = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
+        tagged = maps.snapshot_by_name(tag_name(epoch))
+        if tagged is None or not views:
+            return None
+        scan = entries_scan(maps, tagged.snapshot_id,
+                            {m: compiled.checked.maps[m] for v in views for m in compiled.views[v].maps})
+        tasks = list(scan.plan_files())
+        rows: Counter[str] = Counter()
+        for task in tasks:
+            rows[task.file.partition[0]] += task.file.record_count
+        return cls(scan, tasks, rows)
+
+    def of(self, plan: ViewPlan) -> int:
+        """The stored rows of every map a view reads."""
+        return sum(self.rows[m] for m in plan.maps)
+
+
+def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int,
+                 stored: _Stored | None) -> dict[str, _Written]:
+    """Rewrite from the driver (module doc) the results tables of `views` (rewritten whole,
+    their tables there without delete files, their maps holding at most
+    `results_driver_rows` rows at tag epoch-N: `stored`), each table with its tag in one
+    PyIceberg commit. A view whose rows do not fit its table's columns as they are is
+    left out (logged): Spark writes it."""
+    if not views or stored is None:
         return {}
+    started = time.perf_counter()
     plans = {v: compiled.views[v] for v in views}
-    scan = entries_scan(maps, tagged.snapshot_id, {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps})
-    tasks = list(scan.plan_files())
-    stored: Counter[str] = Counter()  # delta rows per map (maps.entries is partitioned by map)
-    for task in tasks:
-        stored[task.file.partition[0]] += task.file.record_count
-    plans = {v: p for v, p in plans.items() if sum(stored[m] for m in p.maps) <= limit}
     needed = {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps}
-    entries = read_entries(scan, needed, [t for t in tasks if t.file.partition[0] in needed])
+    entries = read_entries(stored.scan, needed, [t for t in stored.tasks if t.file.partition[0] in needed])
     written: dict[str, _Written] = {}
     for view, plan in plans.items():
         if _commit_rows(home, view, plan, view_rows(plan, entries), epoch):
@@ -571,60 +668,70 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     if mode == "auto" and (new := [v for v, meta in metas.items() if meta is None]):
         _create_empty(home, compiled, new, epoch)
         metas |= {v: _metadata(home, v) for v in new}
-    deltas, groups, touched, changed, keys_s = None, {}, {}, None, 0.0
-    if snapshots is not None and due:
-        started_keys = time.perf_counter()
-        changed = _changed_maps(home, {m for v in due for m in compiled.views[v].maps}, snapshots)
-        # The views a touched update may suit (rows keyed by group, a changed map, a table
-        # showing `since` of at least results_touched_min_rows rows): the delta rows of
-        # their maps, read once by Spark, and how many groups of each they touch.
-        groups = {v: g for v in due if (g := view_groups(compiled.views[v], compiled.checked.maps))
-                  and changed & set(g[1]) and metas[v] is not None and shows_epoch(metas[v], since)
-                  and _live_rows(metas[v]) >= home.settings.results_touched_min_rows}
-        if groups:
-            deltas = _deltas(home, {m for v in groups for m in compiled.views[v].maps}, snapshots).cache()
-            touched = _touched_counts(deltas, groups)
-        keys_s = time.perf_counter() - started_keys
+    settings = home.settings
     done = {v: _Written("kept") for v, meta in metas.items()  # a retry after a crash: these were written
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
-    if changed is not None:  # no delta row in any of its maps: the view's rows are the last epoch's
+    changed = None
+    if snapshots is not None and due:  # no delta row in any of its maps: the view's rows are the last epoch's
+        changed = _changed_maps(home, {m for v in due for m in compiled.views[v].maps}, snapshots)
         done |= _tag_unchanged(home, [v for v in due if v not in done and metas[v] is not None
                                       and not changed & set(compiled.views[v].maps)
                                       and shows_epoch(metas[v], since)], epoch)
-    by_touched = {v for v in due if v not in done and _by_touched(home, metas[v], v, since, deltas, touched)}
-    try:
-        # Small views whose tables are there without delete files: from the driver, first
-        # (a thread of its own beside Spark's writes measured slower: its Python holds the
-        # GIL that py4j's calls wait for). Rows that do not fit their table: through Spark.
-        if mode == "auto":
-            done |= _from_driver(home, compiled, [v for v in due if v not in done and v not in by_touched
-                                                  and _no_deletes(metas[v])], epoch)
+    # Small views whose tables are there without delete files: from the driver, first (a
+    # thread of its own beside Spark's writes measured slower: its Python holds the GIL
+    # that py4j's calls wait for). Rows that do not fit their table: through Spark.
+    stored = _Stored.plan(home, compiled, [v for v in due if v not in done], epoch) if mode == "auto" else None
+    done |= _from_driver(home, compiled, [v for v in due if v not in done and _no_deletes(metas[v]) and stored
+                                          and 0 < settings.results_driver_rows >= stored.of(compiled.views[v])],
+                         epoch, stored)
 
+    def collects(view: str, touch: Touch | None = None) -> bool:  # Spark's query, the driver's write (module doc)
+        meta = metas[view]
+        return (mode == "auto" and _no_deletes(meta) and _live_rows(meta) <= settings.results_collect_rows
+                and not (touch is not None and _float_groups(meta, touch.groups[0])))
+
+    # The views a touched update may suit (rows found by group, a changed map, a table
+    # showing `since`, the driver's to write or MERGE's): the delta rows of their maps,
+    # read once by Spark, and how many groups of each they touch.
+    deltas, touches, touched, keys_s = None, {}, {}, 0.0
+    if changed is not None:
+        started_keys = time.perf_counter()
+        for view in due:
+            touch = touchable(compiled.views[view], compiled.checked.maps) if view not in done else None
+            if (touch is not None and changed & set(touch.groups[1]) and shows_epoch(metas[view], since)
+                    and (collects(view, touch) or touch.shape == KEYED)):
+                touches[view] = touch
+        if touches:
+            deltas = _deltas(home, {m for t in touches.values() for m in t.groups[1]}, snapshots).cache()
+            touched = _touched_counts(deltas, {v: t.groups for v, t in touches.items()})
+        touches = {v: t for v, t in touches.items() if touched[v] and _by_touched(
+            home, metas[v], t, touched[v], collects(v, t), stored.rows[compiled.views[v].count.map] if stored else 0)}
+        keys_s = time.perf_counter() - started_keys
+    try:
         # Then Spark, table_workers tables at once; of a table the driver can write (no
         # delete files, at most results_collect_rows rows), Spark's query alone: the driver
         # writes and tags it after them.
         def write(view: str) -> _Written:
-            meta = metas[view]
-            collect = (mode == "auto" and _no_deletes(meta) and _live_rows(meta) <= home.settings.results_collect_rows
-                       and not (view in by_touched and _float_groups(meta, groups[view][0])))
-            return _write_view(home, compiled, view, epoch, meta, view in by_touched, deltas, groups, touched, collect)
+            touch = touches.get(view)
+            return _write_view(home, compiled, view, epoch, metas[view], touch, deltas, touched.get(view, 0),
+                               collects(view, touch))
 
-        done |= for_each(write, [v for v in due if v not in done], home.settings.table_workers,
+        done |= for_each(write, [v for v in due if v not in done], settings.table_workers,
                          f"epoch {epoch} results")
         for view, w in done.items():  # the driver's commits one at a time: one writer of the catalog at once
             if w.rows is None:
                 continue
             started_commit = time.perf_counter()
-            if _commit_collected(home, compiled, view, w, groups.get(view), epoch):
+            if _commit_collected(home, compiled, view, w, epoch):
                 w.seconds["collect"] += time.perf_counter() - started_commit
                 w.rows = w.keys = None
-            else:  # through Spark after all
-                done[view] = _write_view(home, compiled, view, epoch, metas[view], view in by_touched, deltas,
-                                         groups, touched)
+            else:  # through Spark, whole, after all
+                done[view] = _write_view(home, compiled, view, epoch, metas[view])
     finally:
         if deltas is not None:
             deltas.unpersist()
     how = {view: w.how for view, w in done.items()}
+    _log_slowest(epoch, done)
     seconds: Counter[str] = Counter({"keys": keys_s})
     for w in done.values():
         seconds.update(w.seconds)
@@ -649,6 +756,16 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
              seconds["collect"], counts["unchanged"], seconds["tag"], counts["kept"],
              extra={"results_seconds": dict(seconds)})
     return how
+
+
+def _log_slowest(epoch: int, done: Mapping[str, _Written], shown: int = 6) -> None:
+    """Log the tables that took longest, each with how it was written and where its time
+    went (a batch's time is counted on its first table: _from_driver, _tag_unchanged)."""
+    timed = sorted(((sum(w.seconds.values()), v, w) for v, w in done.items() if w.seconds), reverse=True)
+    if timed:
+        log.info("epoch %d: results' slowest tables: %s", epoch, "; ".join(
+            f"{v} {total:.1f} s ({w.how}: " + ", ".join(f"{k} {s:.1f}" for k, s in w.seconds.items()) + ")"
+            for total, v, w in timed[:shown]))
 
 
 def results_updates(home: Home, epoch: int) -> dict[str, str]:

@@ -123,7 +123,8 @@ def view_sql(
     """Spark SQL giving the rows of `view_name` (columns in SELECT order) from its maps,
     at `version` (see tag_of). The maps table is `[catalog.]maps.entries`, or `table`
     (dbt's `{{ source(...) }}`). `order` sorts by the group columns. `groups`: only the
-    rows of the groups it lists (results.<view> updated by the groups an epoch touched)."""
+    rows of the groups it lists (results.<view> updated by the groups an epoch touched),
+    before ORDER BY and LIMIT (a top-k view's candidates among them)."""
     plan = compilation.views.get(view_name)
     if plan is None:
         known = ", ".join(compilation.views) or "none"
@@ -301,7 +302,8 @@ class _Builder:
 
     def finish_lines(self, finish: Finish) -> list[str]:
         """SELECT list, HAVING (a WHERE over `base`), ORDER BY (then the group key, NULLs
-        first, as readtime.apply breaks ties), LIMIT and OFFSET."""
+        first, as readtime.ranked breaks ties), LIMIT and OFFSET; of a restriction to some
+        groups, the first two alone."""
         types = self.plan.types
         subviews = self.subviews
 
@@ -314,6 +316,8 @@ class _Builder:
         lines = ["SELECT " + ",\n       ".join(select), f"FROM {self.prefix}base b"]
         if finish.having is not None:
             lines.append(f"WHERE {to_sql(finish.having, ref, types)}")
+        if self.restriction is not None:  # the listed groups' rows, unordered and uncut
+            return lines
         keys = [order_sql(o, ref, types) for o in finish.order]
         keys += [f"b.`__group{i}` ASC NULLS FIRST" for i in range(len(self.plan.group))]
         if keys:

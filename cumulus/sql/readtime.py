@@ -262,8 +262,19 @@ def apply(finish: Finish, rows: list[dict[str, object]], group: Sequence[str]) -
     """The view's rows (SELECT order) from its maintained rows (dicts by column name)."""
     if finish.having is not None:
         rows = [r for r in rows if evaluate(finish.having, r) is True]
+    rows = ranked(finish.order, rows, group)
+    start = finish.offset or 0
+    stop = None if finish.limit is None else start + finish.limit
+    rows = rows[start:stop]
+    return [tuple(evaluate(e, r) for _, e in finish.select) for r in rows]
+
+
+def ranked(order: Sequence[Order], rows: list[dict[str, object]], group: Sequence[str]) -> list[dict[str, object]]:
+    """`rows` in a view's order: by `order`, ties broken by the group columns `group`
+    (ascending, NULLs first), as the view's SQL sorts them (mapsql's finish_lines). The
+    sort is stable: rows equal on every key keep their order."""
     rows = sorted(rows, key=lambda r: tuple((0,) if r[g] is None else (1, nan_last(r[g])) for g in group))
-    for o in reversed(finish.order):
+    for o in reversed(order):
         values = [(evaluate(o.expr, r), r) for r in rows]
         # With reverse=True the largest key comes first: NULLs come first when they are the
         # least key in an ascending sort or the greatest in a descending one.
@@ -273,10 +284,7 @@ def apply(finish: Finish, rows: list[dict[str, object]], group: Sequence[str]) -
             reverse=o.desc,
         )
         rows = [r for _, r in values]
-    start = finish.offset or 0
-    stop = None if finish.limit is None else start + finish.limit
-    rows = rows[start:stop]
-    return [tuple(evaluate(e, r) for _, e in finish.select) for r in rows]
+    return rows
 
 
 # ---------------------------------------------------------------- types

@@ -1,6 +1,7 @@
 """When results.<view> may be updated by the groups an epoch touched, decided without
-Spark (cumulus/engine/results.py): which views have rows found by group (view_groups),
-and which maps.entries snapshots hold a delta row of every entry that changed between
+Spark (cumulus/engine/results.py): which views have rows found by group (view_groups,
+touchable: a row per group, a bag of them, the first LIMIT of them), how the driver
+makes a top-k view's rows from its table's and the touched groups' (top_rows), and which maps.entries snapshots hold a delta row of every entry that changed between
 two tags (delta_snapshots), across applies, compactions, file rewrites and rebuilds. The
 update itself is checked against the view at every epoch in tests/engine/test_epochs.py."""
 
@@ -10,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from cumulus.engine.results import delta_snapshots, view_groups
+from cumulus.engine.results import (
+    BAG,
+    KEYED,
+    TOP,
+    Touch,
+    delta_snapshots,
+    top_rows,
+    touchable,
+    view_groups,
+)
 from cumulus.schema import load_schema
+from cumulus.sql.readtime import Order, Ref
 from cumulus.sql.views import compile_views
 from cumulus.store.commit import EPOCH
 from cumulus.store.maps import COMPACTED_THROUGH
@@ -105,6 +116,72 @@ def test_views_with_one_row_per_group_shown_by_its_keys(sql, outputs):
 ])
 def test_other_views_are_rewritten_whole(sql):
     assert _groups(sql) is None
+
+
+@pytest.mark.parametrize(("sql", "shape", "order", "limit"), [
+    ("SELECT k, SUM(i) AS total FROM u GROUP BY k", KEYED, (), 0),
+    ("SELECT k, s FROM u", BAG, (), 0),  # each group's row its count times: the driver replaces them all
+    ("SELECT k, SUM(i) AS total FROM u GROUP BY k ORDER BY total DESC LIMIT 3", TOP, ((Ref("total"), True),), 3),
+    ("SELECT k, SUM(i) AS total FROM u GROUP BY k ORDER BY SUM(i) DESC LIMIT 3", TOP, ((Ref("total"), True),), 3),
+    ("SELECT k, COUNT(*) AS n FROM u GROUP BY k LIMIT 5", TOP, (), 5),  # the first groups by key
+    ("SELECT k, SUM(i) AS total FROM u GROUP BY k ORDER BY total LIMIT 3 OFFSET 1", None, (), 0),
+    ("SELECT k, SUM(i) AS total FROM u GROUP BY k ORDER BY COUNT(*) LIMIT 3", None, (), 0),  # not shown
+    ("SELECT k, s FROM u ORDER BY s LIMIT 3", None, (), 0),  # a bag's first rows: not ranked apart
+    ("SELECT SUM(i) AS total FROM u GROUP BY k ORDER BY total LIMIT 3", None, (), 0),  # its group not shown
+])
+def test_the_shapes_of_rows_found_by_group(sql, shape, order, limit):
+    compiled = compile_views(SCHEMA, [("v", sql)])
+    touch = touchable(compiled.views["v"], compiled.checked.maps)
+    if shape is None:
+        assert touch is None, sql
+        return
+    assert (touch.shape, tuple((o.expr, o.desc) for o in touch.order), touch.limit) == (shape, order, limit), sql
+
+
+def test_a_top_k_view_from_its_table_and_the_touched_groups_or_its_whole_query():
+    """top_rows against the view's first rows over every group (sorted here on their own: DESC
+    NULLS LAST, then the group key ascending, NULLs first, as Spark's ORDER BY of the
+    view's SQL): over random tables and touched groups, it gives them or gives up (the
+    whole query), and gives up only when fewer than `limit` candidates rank before the
+    table's last row."""
+    import random
+
+    import pyarrow as pa
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+
+    def key(kv: tuple) -> tuple:
+        k, v = kv
+        return (v is None, -(v or 0), k is not None, k or 0)
+
+    def first(rows: dict, limit: int) -> list[tuple]:
+        return sorted(rows.items(), key=key)[:limit]
+
+    def table(rows) -> pa.Table:
+        return pa.Table.from_pylist([{"k": k, "v": v} for k, v in rows], schema=schema)
+
+    rng = random.Random(5)
+    gave = gave_up = 0
+    for _ in range(400):
+        limit = rng.choice([0, 1, 3, 5])
+        keys = rng.sample([None, *range(30)], rng.randint(0, 20))
+        old = {k: rng.choice([None, *range(8)]) for k in keys}
+        current = first(old, limit)  # the table: the view's first rows at the last epoch
+        touched = set(rng.sample([None, *range(40)], rng.randint(0, 8)))
+        new = {k: v for k, v in old.items() if k not in touched}
+        new |= {k: rng.choice([None, *range(10)]) for k in touched if rng.random() < 0.7}  # else: gone
+        candidates = [(k, v) for k, v in current if k not in touched] + [(k, v) for k, v in new.items() if k in touched]
+        touch = Touch((("k",), {}), TOP, (Order(Ref("v"), desc=True, nulls_first=False),), limit)
+        got = top_rows(touch, table(current), table(candidates), "v")
+        want = first(new, limit)
+        if got is None:
+            gave_up += 1
+            assert len(current) == limit > 0
+            assert sum(key(c) <= key(current[-1]) for c in candidates) < limit, (current, candidates)
+        else:
+            gave += 1
+            assert [(r["k"], r["v"]) for r in got.to_pylist()] == want, (limit, old, touched, new)
+    assert gave > 300 and gave_up > 5, (gave, gave_up)
 
 
 def test_a_results_table_shows_its_tag_through_file_rewrites_only():
