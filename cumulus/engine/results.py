@@ -24,7 +24,8 @@ A view's table moves from the epoch M it shows to N in one commit, one of three 
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
   with OFFSET, subqueries or rows not found by group, a table the driver writes from
   its own reads (1 below), a large share touched;
-- neither (`unchanged`): when no map the view reads has a delta row of those epochs,
+- neither (`unchanged`): when no map its rows are read from (ViewPlan.read_maps: not its
+  derived relations', which feed them) has a delta row of those epochs,
   its entries at N are those at M, and so are its rows: the table's current snapshot is
   tagged epoch-N from the driver (one small PyIceberg commit), whatever the view's shape.
 
@@ -32,10 +33,10 @@ Who writes it, cheapest first (a Spark write and its tag are two commits and a j
 more, 0.3-0.9 s per table on 2 cores, and a MERGE about a second however few rows it
 changes; a PyIceberg commit about 0.1 s):
 
-1. the driver alone, for a table without delete files whose view's maps hold at most
-   `results_driver_rows` rows at the tag (rewritten whole, however few groups an epoch
-   touched: no Spark job at all): one PyIceberg scan reads the maps of all such
-   views, the read API's view semantics (`view_rows`, held equal to view_sql by
+1. the driver alone, for a table without delete files whose view's maps (read_maps)
+   hold at most `results_driver_rows` rows at the tag (rewritten whole, however few
+   groups an epoch touched: no Spark job at all): one PyIceberg scan reads the maps of
+   all such views, the read API's view semantics (`view_rows`, held equal to view_sql by
    tests/sqlreads/test_view_sql.py) make each view's rows, and one PyIceberg commit
    writes and tags the table (`cumulus.results-writer = driver`);
 2. Spark's query and the driver's commit, for any other table without a MERGE's delete
@@ -493,7 +494,7 @@ class _Stored:
         if tagged is None or not views:
             return None
         scan = entries_scan(maps, tagged.snapshot_id,
-                            {m: compiled.checked.maps[m] for v in views for m in compiled.views[v].maps})
+                            {m: compiled.checked.maps[m] for v in views for m in compiled.views[v].read_maps})
         tasks = list(scan.plan_files())
         rows: Counter[str] = Counter()
         for task in tasks:
@@ -502,7 +503,7 @@ class _Stored:
 
     def of(self, plan: ViewPlan) -> int:
         """The stored rows of every map a view reads."""
-        return sum(self.rows[m] for m in plan.maps)
+        return sum(self.rows[m] for m in plan.read_maps)
 
 
 def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int,
@@ -516,7 +517,7 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
         return {}
     started = time.perf_counter()
     plans = {v: compiled.views[v] for v in views}
-    needed = {m: compiled.checked.maps[m] for p in plans.values() for m in p.maps}
+    needed = {m: compiled.checked.maps[m] for p in plans.values() for m in p.read_maps}
     entries = read_entries(stored.scan, needed, [t for t in stored.tasks if t.file.partition[0] in needed])
     written: dict[str, _Written] = {}
     for view, plan in plans.items():
@@ -673,9 +674,9 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
             if meta is not None and mode == "auto" and shows_epoch(meta, epoch)}
     changed = None
     if snapshots is not None and due:  # no delta row in any of its maps: the view's rows are the last epoch's
-        changed = _changed_maps(home, {m for v in due for m in compiled.views[v].maps}, snapshots)
+        changed = _changed_maps(home, {m for v in due for m in compiled.views[v].read_maps}, snapshots)
         done |= _tag_unchanged(home, [v for v in due if v not in done and metas[v] is not None
-                                      and not changed & set(compiled.views[v].maps)
+                                      and not changed & set(compiled.views[v].read_maps)
                                       and shows_epoch(metas[v], since)], epoch)
     # Small views whose tables are there without delete files: from the driver, first (a
     # thread of its own beside Spark's writes measured slower: its Python holds the GIL
