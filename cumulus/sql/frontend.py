@@ -272,7 +272,6 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         lateral_aliases(select, columns_of)
         self.bag = plain_rows(select)
         self.subviews: list[tuple[str, BoundView]] = []
-        self.semijoins: list[exp.In] = []
         for refusal in self.clause_refusals(select):
             raise refusal
         self.bind_from(select)
@@ -567,9 +566,6 @@ class _Binder(SelectBinder, SubqueryBinder, NestedBinder):
         self.cross: list[Cond] = []
         for c in conjuncts:
             if id(c) in self.join_conjuncts:
-                continue
-            if isinstance(c, exp.In) and c.args.get("query") is not None:
-                self.semijoins.append(c)  # a group filter at read time (items.bind_select)
                 continue
             aliases = self.aliases_in(c)
             if len(aliases) > 1:

@@ -19,7 +19,6 @@ from cumulus.sql.readtime import (
     Case,
     Compare,
     Finish,
-    InView,
     Lit,
     Logic,
     Minus,
@@ -49,7 +48,7 @@ class Output:
 
 class SelectBinder:
     """The SELECT side of `_Binder`: uses its aggregate, find_group_var, group_var, scalar,
-    bind_subview, semijoins, refuse, refuse_kw, bind_error, pos_of, text_of and _is_column."""
+    bind_subview, refuse, refuse_kw, bind_error, pos_of, text_of and _is_column."""
 
     def bind_select(self, select: exp.Select) -> list[Output]:
         """The maintained columns (SELECT's group columns and aggregates, then the hidden
@@ -89,13 +88,6 @@ class SelectBinder:
         aliases = dict(chosen)
         having = select.args.get("having")
         having_expr = self.post(having.this, "having", aliases, columns_first=True) if having else None
-        for c in reversed(self.semijoins):  # WHERE x IN (subquery): x a group key keeps or drops whole groups
-            if self.find_group_var(c.this) is None:
-                raise self.refuse(
-                    f"IN (subquery) is supported when its left side is a GROUP BY column (whole groups are kept or "
-                    f"dropped at read time); {self.text_of(c.this)} is not", c)
-            test = InView(self.post(c.this, "in"), self.bind_subview(c.args["query"], "in"))
-            having_expr = test if having_expr is None else Logic("AND", test, having_expr)
         order = []
         for o in (select.args.get("order").expressions if select.args.get("order") else []):
             node = o.this
@@ -137,7 +129,7 @@ class SelectBinder:
         if isinstance(e, exp.Paren):
             return self.post(e.this, stem, aliases, columns_first)
         if isinstance(e, exp.Subquery):
-            return SubValue(self.bind_subview(e, "scalar"))
+            return SubValue(self.bind_subview(e))
         if isinstance(e, AGGREGATES):
             key = self.agg_key(e)
             if key not in self.agg_names:

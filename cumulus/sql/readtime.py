@@ -88,17 +88,6 @@ class SubValue(RExpr):
     view: str
 
 
-@dataclass(frozen=True)
-class InView(RExpr):
-    """`operand IN (subquery)`: the subquery a view maintained for it, its one column."""
-
-    operand: RExpr
-    view: str
-
-    def children(self) -> tuple[RExpr, ...]:
-        return (self.operand,)
-
-
 def view_key(view: str) -> str:
     """The key under which a row carries a subquery view's values (a tuple)."""
     return f"__view:{view}"
@@ -212,13 +201,6 @@ def evaluate(e: RExpr, row: dict[str, object]):
     if isinstance(e, SubValue):
         values = row[view_key(e.view)]
         return values[0] if values else None  # type: ignore[index]
-    if isinstance(e, InView):
-        x, values = evaluate(e.operand, row), row[view_key(e.view)]
-        if x is None:
-            return None if values else False
-        if any(compare("=", x, v) is True for v in values):  # type: ignore[union-attr]
-            return True
-        return None if any(v is None for v in values) else False  # type: ignore[union-attr]
     if isinstance(e, Compare):
         return compare(e.op, evaluate(e.left, row), evaluate(e.right, row))
     if isinstance(e, Logic):
@@ -422,8 +404,6 @@ def _sql(e: RExpr, ref, types) -> _Sql:
     if isinstance(e, SubValue):  # ref names the subquery view's CTE (one column, at most one row)
         t = types[view_key(e.view)]
         return _Sql(f"(SELECT * FROM {ref(view_key(e.view))})", t, _SPARK_MAX if t == "decimal" else 0, 6 if t == "decimal" else 0)
-    if isinstance(e, InView):
-        return _Sql(f"({_sql(e.operand, ref, types).text} IN (SELECT * FROM {ref(view_key(e.view))}))", "bool")
     if isinstance(e, Arith):
         a, b = _sql(e.left, ref, types), _sql(e.right, ref, types)
         if e.op == "/":
@@ -510,8 +490,6 @@ def text(e: RExpr) -> str:
         return f"CAST({text(e.operand)} AS DOUBLE)"
     if isinstance(e, SubValue):
         return f"(the value of view {e.view})"
-    if isinstance(e, InView):
-        return f"{text(e.operand)} IN (the rows of view {e.view})"
     if isinstance(e, (Compare, Logic)):
         return f"({text(e.left)} {e.op} {text(e.right)})"
     if isinstance(e, Negation):

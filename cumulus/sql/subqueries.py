@@ -1,9 +1,9 @@
-"""Subqueries the front end maintains (cumulus/sql/frontend.py, a mixin of its binder):
-an uncorrelated `x IN (SELECT ...)` conjunct of WHERE on a group column, and uncorrelated
-scalar subqueries in SELECT, HAVING and ORDER BY. Each is bound as a view of its own
-(`BoundView.subviews`), compiled beside the view (its maps shared like any other) and read
-at read time: membership keeps or drops whole groups, a scalar is one value
-(cumulus/sql/readtime.py: InView, SubValue). Correlated subqueries are refused."""
+"""Subqueries the front end maintains as views of their own (cumulus/sql/frontend.py, a
+mixin of its binder): uncorrelated scalar subqueries in SELECT, HAVING and ORDER BY. Each
+is bound as a view (`BoundView.subviews`), compiled beside the view (its maps shared like
+any other) and read at read time: one value (cumulus/sql/readtime.py: SubValue).
+Correlated ones are refused here; a subquery of WHERE becomes a derived relation
+(cumulus/sql/nested.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from cumulus.sql.rewrite import has_aggregate, inside, parts
+from cumulus.sql.rewrite import inside
 
 
 def read_time_subqueries(select: exp.Select) -> list[exp.Subquery]:
-    """Subqueries answered at read time from views of their own: `x IN (SELECT ...)` as a
-    conjunct of WHERE, and scalar subqueries in the SELECT list, HAVING and ORDER BY."""
-    out = []
-    where = select.args.get("where")
-    for c in parts(where.this, exp.And) if where is not None else []:
-        if isinstance(c, exp.In) and isinstance(c.args.get("query"), exp.Subquery):
-            out.append(c.args["query"])
+    """Subqueries answered at read time from views of their own: scalar subqueries in the
+    SELECT list, HAVING and ORDER BY."""
+    out: list[exp.Subquery] = []
     scopes = list(select.expressions) + [select.args[k] for k in ("having", "order") if select.args.get(k)]
     for scope in scopes:
         for node in scope.walk():
@@ -34,11 +30,11 @@ class SubqueryBinder:
     """Uses the binder's schema, sql, name, dialect, tokens, subviews, refuse, text_of
     and bind."""
 
-    def bind_subview(self, sub: exp.Subquery, kind: str) -> str:
-        """An uncorrelated subquery (`kind` scalar: one value; in: a set of values) bound
-        as a view of its own, maintained beside this one and read at read time; its name."""
+    def bind_subview(self, sub: exp.Subquery) -> str:
+        """An uncorrelated scalar subquery bound as a view of its own, maintained beside
+        this one and read at read time (one value); its name."""
         inner = sub.this
-        what = "a scalar subquery" if kind == "scalar" else "IN (subquery)"
+        what = "a scalar subquery"
         if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
             raise self.refuse(f"{what} must be one SELECT of one column ({self.text_of(sub)})", sub, "SELECT")
         tables = [inner.args["from"].this] if inner.args.get("from") else []
@@ -51,14 +47,12 @@ class SubqueryBinder:
                 raise self.refuse(
                     f"correlated subqueries are not supported: {self.text_of(col)} refers to the outer query "
                     f"({self.text_of(sub)})", col)
-        if kind == "in" and not inner.args.get("group") and not has_aggregate(inner.expressions[0]):
-            inner.set("group", exp.Group(expressions=[inner.expressions[0].copy()]))  # IN reads a set
         name = f"{self.stem}__sub{len(self.subviews) + 1}"
         bound = self.child(name).bind(inner)
         f = bound.finish
         if f is not None and (f.order or f.limit is not None or f.offset):
             raise self.refuse(f"ORDER BY, LIMIT or OFFSET in {what} is not supported ({self.text_of(sub)})", sub, "SELECT")
-        if kind == "scalar" and bound.group:
+        if bound.group:
             raise self.refuse(f"a scalar subquery must not have GROUP BY: it gives one row ({self.text_of(sub)})", sub, "SELECT")
         self.subviews.append((name, replace(bound, name=name)))
         return name
