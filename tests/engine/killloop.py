@@ -130,11 +130,13 @@ def setup(home: Path, master: str = "local[2]", spark=None) -> None:
     # A catalog name of the home's own: a session (a test's) may hold two homes, one per name.
     catalog = f"kill_{zlib.crc32(str(home.resolve()).encode()):08x}"
     # publish = "closed": the loop does not validate, so the close publishes (moves
-    # `stable`, writes results.<view>), and kills land in that too.
+    # `stable`, writes results.<view>), and kills land in that too: results_driver_rows = 0,
+    # so that the tables are updated by the groups an epoch touched (Spark's query, the
+    # driver's commit), not rewritten from the driver's own reads of these small maps.
     (home / "cumulus.toml").write_text(f'catalog = "{catalog}"\nspark_master = "{master}"\npublish = "closed"\n'
                                        'map_compaction_ratio = 0.5\nmap_compaction_min_rows = 20\n'
                                        'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
-                                       f'base_compaction_ratio = 0.5\n{conf}')
+                                       f'results_driver_rows = 0\nbase_compaction_ratio = 0.5\n{conf}')
     engine = Engine(with_overrides(load_settings(home), spark_master="local[2]"), spark)
     init_home(engine.home, SCHEMA)
     for name, (_, priority) in SOURCES.items():

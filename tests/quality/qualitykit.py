@@ -48,13 +48,16 @@ def build_shop_home(spark, root: Path) -> ShopHome:
     from cumulus.store.home import init_home
 
     root.mkdir(parents=True, exist_ok=True)
-    # results_touched_share = 1: every published epoch updates the results tables by the
-    # groups it touched (MERGE, delete files) that a reader without Cumulus then reads.
+    # results_touched_share = 1, results_driver_rows = results_collect_rows = 0: every
+    # published epoch updates the results tables by the groups it touched, by a MERGE
+    # (delete files) that a reader without Cumulus then reads (else these small views'
+    # tables would be rewritten from the driver).
     # epoch_mode = incremental: under auto a close of this tiny home may rebuild the maps
     # (a rebuild in the driver measures about as cheap as a one-event apply, so the choice
     # follows the machine's load), and after a rebuild every results table is rewritten whole.
     (root / "cumulus.toml").write_text(f'catalog = "quality{next(_homes)}"\nspark_master = "local[2]"\n'
                                        'results_touched_share = 1.0\nresults_touched_min_rows = 0\n'
+                                       'results_driver_rows = 0\nresults_collect_rows = 0\n'
                                        'epoch_mode = "incremental"\n')
     settings = load_settings(root)
     home = Home(spark, settings)
