@@ -144,5 +144,4 @@ def _vars(plan: ViewPlan, columns: list[str]) -> tuple[str, ...]:
 
 
 def _positions(plan: ViewPlan, group: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
-    return {u.map: tuple(u.keys.index(g) for g in group) for u in uses}
+    return {u.map: tuple(u.keys.index(g) for g in group) for u in plan.uses}

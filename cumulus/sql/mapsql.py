@@ -92,8 +92,7 @@ def view_groups(plan: ViewPlan, maps: Mapping[str, MapInfo]) -> ViewGroups | Non
     if len(outputs) < len(plan.group):
         return None
     slots: dict[str, tuple[tuple[str, int], ...]] = {}
-    uses = [plan.count] + [u for c in plan.columns for u in (c.values, c.nonnull) if u is not None]
-    for use in uses:
+    for use in plan.uses:
         if not set(plan.group) <= set(use.keys):
             return None  # a map over fewer variables: a change there touches every group
         names = key_slots(maps[use.map])

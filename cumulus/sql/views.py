@@ -118,19 +118,22 @@ class ViewPlan:
         return tuple(i for i, (_, e) in enumerate(self.final.select) if isinstance(e, Ref) and kinds[e.name] == "group")
 
     @property
+    def uses(self) -> tuple[MapUse, ...]:
+        """Its own map uses: the groups' count, and each column's values and non-NULL count."""
+        return (self.count, *(u for c in self.columns for u in (c.values, c.nonnull) if u is not None))
+
+    @property
     def read_maps(self) -> tuple[str, ...]:
         """The maps its rows are made from (view_rows, mapsql.view_sql): its own and its
         subqueries' views'. Its derived relations' maps feed those, and are not read."""
-        uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
-        return tuple(dict.fromkeys([u.map for u in uses] + [m for s in self.subviews for m in s.read_maps]))
+        return tuple(dict.fromkeys([u.map for u in self.uses] + [m for s in self.subviews for m in s.read_maps]))
 
     @property
     def maps(self) -> tuple[str, ...]:
         """The maps the view reads (its subqueries' too), and its derived relations'."""
-        uses = [self.count] + [u for c in self.columns for u in (c.values, c.nonnull) if u]
         nested = [m for s in self.subviews for m in s.maps] + [m for _, d in self.relations for m in d.maps]
         nested += [m for _, other in self.others for m in other.maps]
-        return tuple(dict.fromkeys([u.map for u in uses] + nested))
+        return tuple(dict.fromkeys([u.map for u in self.uses] + nested))
 
 
 @dataclass(frozen=True)
