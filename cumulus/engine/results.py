@@ -7,7 +7,7 @@ A view's table moves from the epoch M it shows to N in one commit, one of three 
 
 - by the groups the epochs since M touched (`touched`): the group keys of the maps'
   delta rows of epochs M+1..N (their files alone: maps.entries rows carry their epoch),
-  the view's rows of those groups at N (view_sql reading those keys only), and each
+  the view's rows of those groups at N (their maps' entries of those keys only), and each
   touched group's rows replaced, inserted or deleted. For a view whose rows are found
   by their group columns (`touchable`): one per group (KEYED, `view_groups`), a group's
   row as many times as it occurs (BAG: a SELECT without aggregates), or the first
@@ -18,8 +18,8 @@ A view's table moves from the epoch M it shows to N in one commit, one of three 
   between the two tags has a delta row to find it by (`delta_snapshots`: not after a
   rebuild, say), and the touched groups are at most `results_touched_share` of the
   view's groups (its count map's stored rows) for a table the driver writes (2 below:
-  the touched groups' query then reads less than the whole one), or of the table's rows
-  for a MERGE (3, KEYED alone), which also needs `results_touched_min_rows` rows
+  its Python then reads fewer entries than the whole view's), or of the table's rows
+  for a MERGE (4, KEYED alone), which also needs `results_touched_min_rows` rows
   (below, a rewrite costs less);
 - rewritten whole (`whole`) otherwise: a new view, a view recomputed at each close,
   with OFFSET, subqueries or rows not found by group, a table the driver writes from
@@ -35,25 +35,31 @@ changes; a PyIceberg commit about 0.1 s):
 
 1. the driver alone, for a table without delete files whose view's maps (read_maps)
    hold at most `results_driver_rows` rows at the tag (rewritten whole, however few
-   groups an epoch touched: no Spark job at all): one PyIceberg scan reads the maps of
-   all such views, the read API's view semantics (`view_rows`, held equal to view_sql by
-   tests/sqlreads/test_view_sql.py) make each view's rows, and one PyIceberg commit
-   writes and tags the table (`cumulus.results-writer = driver`);
-2. Spark's query and the driver's commit, for any other table without a MERGE's delete
-   files and of at most `results_collect_rows` rows: Spark computes the rows (all of
-   them, or the touched groups' and their keys), collected as Arrow, and the driver
-   writes them, with the table's rows of the other groups when touched (read back and
-   dropped as the MERGE's `<=>` matches them: `_without_groups`), and the tag, in one
-   commit (`spark-collected`). Each is a copy of the table that its tag keeps, so the
-   bound also bounds what an epoch adds to storage; a larger table takes a MERGE;
-3. Spark alone otherwise: a MERGE, a whole write, then ALTER TABLE's tag.
+   groups an epoch touched: no Spark job at all): the driver's plan of maps.entries'
+   files at the tag, each map's files read by Arrow, the read API's view semantics
+   (`view_rows`, held equal to view_sql by tests/sqlreads/test_view_sql.py) make each
+   view's rows, and one PyIceberg commit writes and tags the table
+   (`cumulus.results-writer = driver`);
+2. the driver too, for a touched update of any other table without a MERGE's delete
+   files and of at most `results_collect_rows` rows (no float group column): the
+   touched groups' keys from the delta rows' files (`_touched_keys`), each map's files
+   read whole by Arrow and its rows of those groups kept, view_rows over them
+   (`_touched_rows`), and the table's rows of the other groups (read back and dropped
+   as the MERGE's `<=>` matches them: `_without_groups`), written and tagged in one
+   commit. Each is a copy of the table that its tag keeps, so the bound also bounds
+   what an epoch adds to storage; a larger table takes a MERGE;
+3. Spark's query and the driver's commit, for such a table rewritten whole: Spark
+   computes its rows, collected as Arrow, and the driver writes and tags them
+   (`spark-collected`);
+4. Spark alone otherwise: a MERGE of the touched groups' rows (Spark's query of them),
+   a whole write, then ALTER TABLE's tag.
 
 A new view's table is first created empty, its columns from Spark's analysis of the
 view's SQL (`_create_empty`: a metadata commit, no job), so a small view's first rows
 come from the driver too.
 
-The driver's own rows (1) are written first; then Spark's work, `table_workers` tables
-at once; then the driver's commits of Spark's rows (2), one at a time (the driver's
+The driver's own rows (1, 2) are made first; then Spark's work, `table_workers` tables
+at once; then the driver's commits of the rows of 2 and 3, one at a time (the driver's
 writes in a thread of their own beside Spark measured slower: its Python holds the GIL
 that py4j's calls wait for).
 
@@ -84,6 +90,7 @@ from cumulus.store.catalog import shared_catalog
 from cumulus.store.home import load_home_schema
 from cumulus.store.maps import COMPACTED_THROUGH, entries_scan, group_keys, read_entries
 from cumulus.store.registry import live, registry
+from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, Home, tag_name
 
 if TYPE_CHECKING:
@@ -177,6 +184,31 @@ def _changed_maps(home: Home, maps: set[str], snapshots: list[tuple[int, int]]) 
         scan = table.scan(snapshot_id=snap, row_filter=And(In("map", sorted(maps)), GreaterThan("epoch", after)))
         found |= {task.file.partition[0] for task in scan.plan_files()}
     return found & maps
+
+
+def _touched_keys(home: Home, touches: Mapping[str, Touch], snapshots: list[tuple[int, int]]) -> dict[str, pa.Table]:
+    """The keys (`__g<i>`) of the groups each view's maps' delta rows touched (as
+    `_deltas` and `group_keys` find them through Spark), read by the driver: one
+    PyIceberg scan per snapshot of the delta rows' files (their `epoch` bounds prune the
+    rest) and Arrow's distinct per view, no Spark job."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import And, GreaterThan, In
+
+    table = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
+    maps = sorted({m for t in touches.values() for m in t.groups[1]})
+    slots = sorted({slot for t in touches.values() for pairs in t.groups[1].values() for slot, _ in pairs})
+    deltas = pa.concat_tables([scan_arrow(table.scan(snapshot_id=snap, selected_fields=("map", *slots),
+                                                     row_filter=And(In("map", maps), GreaterThan("epoch", after))))
+                               for snap, after in snapshots], promote_options="permissive")
+    by_map = {m: deltas.filter(pc.equal(deltas.column("map"), m)) for m in maps}
+    found = {}
+    for view, touch in touches.items():
+        parts = [pa.table({f"__g{i}": by_map[name].column(slot) for slot, i in sorted(pairs, key=lambda p: p[1])})
+                 for name, pairs in touch.groups[1].items()]
+        keys = pa.concat_tables(parts, promote_options="permissive")
+        found[view] = keys.group_by(keys.column_names).aggregate([])
+    return found
 
 
 def _no_deletes(meta: Mapping[str, object] | None) -> bool:
@@ -281,6 +313,7 @@ class _Written:
     rows: pa.Table | None = None  # rows Spark's query gave, for the driver to write: every row, or the touched groups'
     keys: pa.Table | None = None  # ... and of a touched update, those groups' keys (`__g<i>`)
     touch: Touch | None = None  # ... and how they make the table's rows
+    writer: str = COLLECTED  # who made those rows: Spark's query, or the driver (_touched_rows)
 
 
 def _create_empty(home: Home, compiled: Compilation, views: list[str], epoch: int) -> None:
@@ -325,15 +358,15 @@ def _by_touched(home: Home, meta: Mapping[str, object], touch: Touch, count: int
 def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: Mapping[str, object] | None,
                 touch: Touch | None = None, deltas: DataFrame | None = None, count: int = 0,
                 collect: bool = False) -> _Written:
-    """Bring results.<view> to `epoch` through Spark (module doc) and tag it: by its
-    touched groups (`touch`: how its rows are found by group; `count` groups have delta
-    rows in `deltas`), else rewritten whole. `collect`: Spark's query only, its rows (and
-    keys) returned for the driver to write and tag (`_commit_collected`)."""
+    """Bring results.<view> to `epoch` through Spark (module doc) and tag it: by a MERGE
+    of its touched groups (`touch`: how its rows are found by group; `count` groups have
+    delta rows in `deltas`), else rewritten whole. `collect`: Spark's query of every row
+    only, its rows returned for the driver to write and tag (`_commit_collected`)."""
     from pyspark.sql import functions as F
 
     table = home.tables.results(view)
     if touch is not None:
-        written = _update_touched(home, compiled, view, touch, deltas, count, epoch, collect)
+        written = _merge_touched(home, compiled, view, touch, deltas, count, epoch)
     elif collect:
         started = time.perf_counter()
         rows = collected_arrow(home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False)))
@@ -350,16 +383,14 @@ def _write_view(home: Home, compiled: Compilation, view: str, epoch: int, meta: 
                 writer = writer.tableProperty(name, value)
             writer.createOrReplace()
         written = _Written("whole", seconds={"whole": time.perf_counter() - started})
-    if written.rows is None:  # (the driver tags what it writes)
-        home.spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
+    home.spark.sql(f"ALTER TABLE {table} CREATE OR REPLACE TAG `{tag_name(epoch)}`")
     return written
 
 
-def _update_touched(home: Home, compiled: Compilation, view: str, touch: Touch,
-                    deltas: DataFrame, count: int, epoch: int, collect: bool) -> _Written:
-    """Update results.<view> by the `count` groups whose entries have delta rows in
-    `deltas`, by a MERGE (of a KEYED view), or (`collect`) return those groups' keys and
-    rows for the driver to write."""
+def _merge_touched(home: Home, compiled: Compilation, view: str, touch: Touch,
+                   deltas: DataFrame, count: int, epoch: int) -> _Written:
+    """Update results.<view> (a KEYED view's) by a MERGE of the `count` groups whose
+    entries have delta rows in `deltas`: their rows by Spark's query of those groups."""
     outputs, slots = touch.groups
     started = time.perf_counter()
     keys = group_keys(deltas, slots).cache()
@@ -368,27 +399,22 @@ def _update_touched(home: Home, compiled: Compilation, view: str, touch: Touch,
         keys.createOrReplaceTempView(name)
         restriction = Restriction(f"`{name}`", slots)
         rows = home.spark.sql(view_sql(compiled, view, epoch, catalog=home.catalog, order=False, groups=restriction))
-        if collect:
-            written = _Written("touched", count, rows=collected_arrow(rows), keys=collected_arrow(keys), touch=touch)
-            written.seconds["collect"] = time.perf_counter() - started
-        else:
-            with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
-                _merge(home.spark, home.tables.results(view), name, rows, outputs)
-            home.spark.catalog.dropTempView(f"{name}_rows")
-            written = _Written("touched", count, {"merge": time.perf_counter() - started})
+        with commit.commit_properties(home.spark, {UPDATE: "touched", commit.EPOCH: epoch}):
+            _merge(home.spark, home.tables.results(view), name, rows, outputs)
+        home.spark.catalog.dropTempView(f"{name}_rows")
         home.spark.catalog.dropTempView(name)
     finally:
         keys.unpersist()
-    return written
+    return _Written("touched", count, {"merge": time.perf_counter() - started})
 
 
 def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Written, epoch: int) -> bool:
-    """Write and tag from the driver, in one PyIceberg commit, the rows Spark's query gave
-    for results.<view> (`written`, from _write_view): the whole table, or, of a touched
-    update, the table's rows of other groups than the touched ones (read back) and the
-    touched groups' rows (of a TOP view, the first of them: top_rows). False (nothing
-    written, logged) when they do not fit its columns as they are, or a TOP view's first
-    rows are not among them."""
+    """Write and tag from the driver, in one PyIceberg commit, the rows of results.<view>
+    in `written`: every row, by Spark's query (_write_view), or the rows of the touched
+    groups, by the driver (_touched_rows), with the table's rows of the other groups
+    (read back; of a TOP view, the first of them all: top_rows). False (nothing written,
+    logged) when they do not fit its columns as they are, or a TOP view's first rows are
+    not among them."""
     import pyarrow as pa
 
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
@@ -405,7 +431,7 @@ def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Wr
             rows = pa.concat_tables([kept, rows])
     if rows is None:
         return False
-    _commit(table, rows, epoch, written.how, COLLECTED)
+    _commit(table, rows, epoch, written.how, written.writer)
     return True
 
 
@@ -435,16 +461,24 @@ def top_rows(touch: Touch, current: pa.Table, candidates: pa.Table, view: str) -
 
 def _without_groups(current: pa.Table, outputs: tuple[str, ...], keys: pa.Table, view: str) -> pa.Table | None:
     """The rows of `current` whose group (the `outputs` columns, one per group index) is
-    none of `keys`' (`__g<i>`), compared as the MERGE's `<=>` does: a NULL part equals a
-    NULL. A part is held as (is NULL, value or a filler) and the two joined on those
-    columns (Arrow's hash join never matches a NULL). None (logged) for a float group
-    column (-0.0 and NaN compare otherwise in Spark) or a key its column cannot hold."""
+    none of `keys`' (`__g<i>`), compared as the MERGE's `<=>` does (_of_groups)."""
+    return _of_groups(current, outputs, keys, view, "left anti")
+
+
+def _of_groups(rows: pa.Table, columns: tuple[str, ...], keys: pa.Table, view: str,
+               how: str = "left semi") -> pa.Table | None:
+    """The rows of `rows` whose group (the `columns`, one per group index i) is one of
+    `keys`' (`__g<i>`), or (`how` "left anti") none of them, compared as Spark's `<=>`
+    does: a NULL part equals a NULL. A part is held as (is NULL, value or a filler) and
+    the two joined on those columns (Arrow's hash join never matches a NULL). None
+    (logged) for a float group column (-0.0 and NaN compare otherwise in Spark) or a key
+    its column cannot hold."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     probe, found = {}, {}
-    for i, column in enumerate(outputs):
-        type_ = current.schema.field(column).type
+    for i, column in enumerate(columns):
+        type_ = rows.schema.field(column).type
         filler = _filler(type_)
         try:
             key = keys.column(f"__g{i}").cast(type_)
@@ -454,11 +488,11 @@ def _without_groups(current: pa.Table, outputs: tuple[str, ...], keys: pa.Table,
         if filler is None:
             log.info("results.%s: group column %s of type %s: written by Spark", view, column, type_)
             return None
-        for side, values in ((probe, current.column(column)), (found, key)):
+        for side, values in ((probe, rows.column(column)), (found, key)):
             side[f"__cumulus_null{i}"] = pc.is_null(values)
             side[f"__cumulus_value{i}"] = pc.fill_null(values, filler)
-    joined = pa.table({**{c: current.column(c) for c in current.column_names}, **probe})
-    return joined.join(pa.table(found), keys=list(found), join_type="left anti").select(current.column_names)
+    joined = pa.table({**{c: rows.column(c) for c in rows.column_names}, **probe})
+    return joined.join(pa.table(found), keys=list(found), join_type=how).select(rows.column_names)
 
 
 def _filler(type_: pa.DataType) -> pa.Scalar | None:
@@ -525,6 +559,49 @@ def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int
             written[view] = _Written("whole", seconds={"driver": 0.0})
     if written:  # the batch's time, counted once
         next(iter(written.values())).seconds["driver"] = time.perf_counter() - started
+    return written
+
+
+class _NotFromDriver(Exception):
+    """A view's touched groups cannot be found by the driver: Spark writes its table."""
+
+
+def _touched_rows(home: Home, compiled: Compilation, touches: Mapping[str, Touch], keys: Mapping[str, pa.Table],
+                  stored: _Stored, epoch: int) -> dict[str, _Written]:
+    """The rows of the groups the epochs touched (`keys`, by view) of views whose tables
+    the driver writes, made by the driver as Spark's touched query makes them: each map
+    the view reads at tag epoch-N (`stored`), its files read whole by Arrow and the rows
+    of those groups kept (_of_groups), view_rows over them (of a TOP view, before its
+    LIMIT: top_rows ranks them). No Spark job: Spark's query of a view's touched groups
+    took 1.2-2.6 s alone for the corpus's three such tables at SF 1 (reading maps of 0.2-3
+    million rows), the driver's 0.1-0.4 s. The driver writes them as it writes Spark's
+    rows (_commit_collected). A view whose keys or rows do not fit its table is left out
+    (logged): Spark writes it whole."""
+    written: dict[str, _Written] = {}
+    catalog = shared_catalog(home.settings)
+    for view, touch in touches.items():
+        started = time.perf_counter()
+        plan, slots = compiled.views[view], touch.groups[1]
+
+        def keep(name: str, rows: pa.Table, view: str = view, slots: dict = slots) -> pa.Table:
+            pairs = sorted(slots[name], key=lambda pair: pair[1])
+            kept = _of_groups(rows, tuple(slot for slot, _ in pairs), keys[view], view)
+            if kept is None:
+                raise _NotFromDriver(view)
+            return kept
+
+        needed = {m: compiled.checked.maps[m] for m in plan.read_maps}
+        entries = read_entries(stored.scan, needed, [t for t in stored.tasks if t.file.partition[0] in needed], keep)
+        unlimited = plan if touch.shape != TOP else replace(plan, finish=replace(plan.finish, limit=None))
+        try:
+            rows = view_rows(unlimited, entries)
+        except _NotFromDriver:
+            continue
+        schema = catalog.load_table(home.tables.results(view).pyiceberg).schema().as_arrow()
+        arrow = _arrow_rows(schema, view, plan, rows)
+        if arrow is not None:
+            written[view] = _Written("touched", keys[view].num_rows, {"driver": time.perf_counter() - started},
+                                     rows=arrow, keys=keys[view], touch=touch, writer=DRIVER)
     return written
 
 
@@ -692,23 +769,32 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
                 and not (touch is not None and _float_groups(meta, touch.groups[0])))
 
     # The views a touched update may suit (rows found by group, a changed map, a table
-    # showing `since`, the driver's to write or MERGE's): the delta rows of their maps,
-    # read once by Spark, and how many groups of each they touch.
-    deltas, touches, touched, keys_s = None, {}, {}, 0.0
+    # showing `since`, the driver's to write or MERGE's) and how many groups of each the
+    # epochs touched: of a table the driver writes, their keys read by the driver
+    # (_touched_keys); of a MERGE's, the delta rows of their maps read once by Spark.
+    deltas, touches, touched, keys, keys_s = None, {}, {}, {}, 0.0
     if changed is not None:
         started_keys = time.perf_counter()
         for view in due:
             touch = touchable(compiled.views[view], compiled.checked.maps) if view not in done else None
             if (touch is not None and changed & set(touch.groups[1]) and shows_epoch(metas[view], since)
-                    and (collects(view, touch) or touch.shape == KEYED)):
+                    and (collects(view, touch) and stored or touch.shape == KEYED)):
                 touches[view] = touch
-        if touches:
-            deltas = _deltas(home, {m for t in touches.values() for m in t.groups[1]}, snapshots).cache()
-            touched = _touched_counts(deltas, {v: t.groups for v, t in touches.items()})
+        by_driver = {v: t for v, t in touches.items() if collects(v, t) and stored}
+        if by_driver:
+            keys = _touched_keys(home, by_driver, snapshots)
+            touched = {v: k.num_rows for v, k in keys.items()}
+        if merged := {v: t for v, t in touches.items() if v not in by_driver}:
+            deltas = _deltas(home, {m for t in merged.values() for m in t.groups[1]}, snapshots).cache()
+            touched |= _touched_counts(deltas, {v: t.groups for v, t in merged.items()})
         touches = {v: t for v, t in touches.items() if touched[v] and _by_touched(
-            home, metas[v], t, touched[v], collects(v, t), stored.rows[compiled.views[v].count.map] if stored else 0)}
+            home, metas[v], t, touched[v], v in by_driver, stored.rows[compiled.views[v].count.map] if stored else 0)}
         keys_s = time.perf_counter() - started_keys
     try:
+        # The driver's rows of the touched groups of the tables it writes (a view whose rows
+        # it cannot make: Spark's whole query)
+        done |= _touched_rows(home, compiled, {v: t for v, t in touches.items() if v in keys}, keys, stored, epoch)
+        touches = {v: t for v, t in touches.items() if v not in keys}
         # Then Spark, table_workers tables at once; of a table the driver can write (no
         # delete files, at most results_collect_rows rows), Spark's query alone: the driver
         # writes and tags it after them.
@@ -724,7 +810,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
                 continue
             started_commit = time.perf_counter()
             if _commit_collected(home, compiled, view, w, epoch):
-                w.seconds["collect"] += time.perf_counter() - started_commit
+                w.seconds["driver" if w.writer == DRIVER else "collect"] += time.perf_counter() - started_commit
                 w.rows = w.keys = None
             else:  # through Spark, whole, after all
                 done[view] = _write_view(home, compiled, view, epoch, metas[view])
@@ -747,14 +833,14 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     def tables(kind: str, part: str) -> int:  # how many tables of a kind had a part
         return sum(w.how == kind and part in w.seconds for w in done.values())
 
-    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s; %d by a MERGE in "
-             "%.1f s, %d from the driver), %d rewritten whole (%d from the driver's rows in %.1f s, %d by Spark in "
-             "%.1f s, %d from the driver), written from the driver after Spark's queries in %.1f s; %d unchanged "
-             "(tagged in %.1f s); %d kept", epoch,
+    log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s; %d by a MERGE, %d from "
+             "the driver's rows, %d from Spark's), %d rewritten whole (%d by Spark, %d from the driver's rows, %d "
+             "from Spark's); MERGEs %.1f s, whole by Spark %.1f s, the driver's rows %.1f s, Spark's rows written "
+             "from the driver %.1f s; %d unchanged (tagged in %.1f s); %d kept", epoch,
              len(how), seconds["total"], counts["touched"], touched_rows, seconds["keys"], tables("touched", "merge"),
-             seconds["merge"], tables("touched", "collect"), counts["whole"], tables("whole", "driver"),
-             seconds["driver"], tables("whole", "whole"), seconds["whole"], tables("whole", "collect"),
-             seconds["collect"], counts["unchanged"], seconds["tag"], counts["kept"],
+             tables("touched", "driver"), tables("touched", "collect"), counts["whole"], tables("whole", "whole"),
+             tables("whole", "driver"), tables("whole", "collect"), seconds["merge"], seconds["whole"],
+             seconds["driver"], seconds["collect"], counts["unchanged"], seconds["tag"], counts["kept"],
              extra={"results_seconds": dict(seconds)})
     return how
 

@@ -102,20 +102,32 @@ def entries_scan(table: Any, snapshot_id: int | None, infos: Mapping[str, MapInf
                       selected_fields=("map", *(c for c in columns if c in present)))
 
 
-def read_entries(scan: Any, infos: Mapping[str, MapInfo], tasks: list | None = None) -> Callable[[str], dict[tuple, Any]]:
-    """The entries of the maps `infos` read by one `entries_scan` (`tasks`: those of its
+def read_entries(scan: Any, infos: Mapping[str, MapInfo], tasks: list | None = None,
+                 keep: Callable[[str, Any], Any] | None = None) -> Callable[[str], dict[tuple, Any]]:
+    """The entries of the maps `infos` planned by one `entries_scan` (`tasks`: those of its
     planned files to read, when the caller planned them): a function of a map's name
-    giving {key tuple: value}, each map summed when first asked for."""
-    rows = scan_arrow(scan, tasks).sort_by("map")  # each map's rows contiguous: a slice
-    bounds: dict[str, list[int]] = {}
-    for i, name in enumerate(rows.column("map").to_pylist()):
-        bounds.setdefault(name, [i, i])[1] = i + 1
+    giving {key tuple: value}. Each map is read when first asked for, from its own files
+    (maps.entries is partitioned by map) and its own key and value slots: one scan of
+    many maps' files and of all their slots, sorted by map, took 4.5 s for the corpus's
+    small maps at SF 1, mostly in the sort and its Python list of names. `keep(name,
+    rows)`: the Arrow rows of a map to sum (a caller reading some entries only)."""
+    from pyiceberg.expressions import EqualTo
+
+    by_map: dict[str, list] = {}
+    for task in scan.plan_files() if tasks is None else tasks:
+        by_map.setdefault(task.file.partition[0], []).append(task)
     cache: dict[str, dict[tuple, Any]] = {}
 
     def entries(name: str) -> dict[tuple, Any]:
         if name not in cache:
-            start, stop = bounds.get(name, (0, 0))
-            cache[name] = summed_entries(rows.slice(start, stop - start), infos[name])
+            info = infos[name]
+            if name not in by_map:
+                cache[name] = {}
+                return cache[name]
+            own = scan.update(row_filter=EqualTo("map", name),
+                              selected_fields=(*key_slots(info), value_slot(info.type)))
+            rows = scan_arrow(own, by_map[name])
+            cache[name] = summed_entries(rows if keep is None else keep(name, rows), info)
         return cache[name]
 
     return entries

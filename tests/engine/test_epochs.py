@@ -137,8 +137,9 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
         overrides = {"epoch_mode": mode}
         if results and epoch == 2:  # of the views with a row per group that the epoch's relations reach, the
-            # smallest table from the driver (Spark's rows of its touched groups and its others), the larger by a
-            # MERGE; a bag's and a top-k's from the driver (no MERGE can update them); none of the driver's own
+            # smallest table from the driver (its rows of the touched groups and the table's others), the larger
+            # by a MERGE; a bag's and a top-k's from the driver (no MERGE can update them); none rewritten whole
+            # from the driver's own
             shapes = {v: t.shape for v in views if changed[2] & reads(v)
                       and (t := touchable(compiled.views[v], compiled.checked.maps))}
             assert {KEYED, BAG, TOP} <= set(shapes.values()), shapes
@@ -209,13 +210,13 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         untouched = {v for v in views if not changed[2] & reads(v)}
         assert untouched and {updates[2][v] for v in untouched} == {"unchanged"}, (untouched, updates[2])
         # new tables are made empty (their columns from Spark's analysis) and written from the driver, as any
-        # other rewritten whole; epoch 2's touched groups are written from the driver (Spark's rows of them
-        # and the table's others) or by a MERGE; rewritten whole, tables come from the driver (its own rows,
-        # or Spark's query's where the maps hold more rows than it takes), but for those a MERGE left delete
-        # files in
+        # other rewritten whole; epoch 2's touched groups are written from the driver (its own rows of them,
+        # from their maps' entries, and the table's others) or by a MERGE; rewritten whole, tables come from
+        # the driver (its own rows, or Spark's query's where the maps hold more rows than it takes), but for
+        # those a MERGE left delete files in
         assert set(writers[1].values()) == {DRIVER}, writers
         touched = {v: writers[2][v] for v, how in updates[2].items() if how == "touched"}
-        assert set(touched.values()) == {COLLECTED, "spark"}, touched
+        assert set(touched.values()) == {DRIVER, "spark"}, touched
         assert {updates[2][v] for v, s in shapes.items() if s != KEYED} == {"touched"}, (shapes, updates[2])
         merged = {v for v, writer in touched.items() if writer == "spark"}
         assert {v for v, w in writers[3].items() if w == "spark"} <= merged, writers

@@ -197,15 +197,15 @@ def test_a_results_table_shows_its_tag_through_file_rewrites_only():
 
 
 def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
-    """_without_groups keeps the rows of untouched groups: NULL parts equal as `<=>` has
-    them, keys cast to the columns' types (a bigint key slot, an int column), decimals
+    """_without_groups keeps the rows of untouched groups, _of_groups those of the touched:
+    NULL parts equal as `<=>` has them, keys cast to the columns' types (a bigint key slot, an int column), decimals
     and dates compared by value; a float group column is left to Spark."""
     import datetime
     from decimal import Decimal
 
     import pyarrow as pa
 
-    from cumulus.engine.results import _without_groups
+    from cumulus.engine.results import _of_groups, _without_groups
 
     day = datetime.date(1995, 3, 15)
     current = pa.table({
@@ -224,6 +224,10 @@ def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
     kept = _without_groups(current, ("k", "d", "day"), keys, "v")
     assert kept.schema == current.schema
     assert sorted(kept.column("total").to_pylist()) == [10, 50, 60]
+    # the touched groups' rows (the driver's reads of a map's entries of those groups): the others
+    touched = _of_groups(current, ("k", "d", "day"), keys, "v")
+    assert touched.schema == current.schema
+    assert sorted(touched.column("total").to_pylist()) == [20, 30, 40]
     # (NULL, NULL, day) is not (NULL, 2, day): a NULL part matches a NULL only
     one = _without_groups(current, ("name",), pa.table({"__g0": pa.array([None, ""], pa.string())}), "v")
     assert sorted(one.column("total").to_pylist()) == [10, 20, 50, 60]
