@@ -287,8 +287,9 @@ class Settings:
     # the driver through PyIceberg, with no Spark job (0: always through Spark).
     results_driver_rows: int = 100_000
     # Any other table (without a MERGE's delete files) that holds at most this many rows is
-    # written from the driver too, with the rows Spark's query gives, collected as Arrow:
-    # rewritten whole, or its touched groups' rows in place of theirs (0: Spark writes it).
+    # written from the driver too: its touched groups' rows, made by the driver from their
+    # maps' entries, in place of theirs, or rewritten whole with the rows Spark's query
+    # gives, collected as Arrow (0: Spark writes it).
     # Each such write is a copy of the table, which its epoch-N tag keeps: above this, a
     # touched update is a MERGE, whose delete file and new rows follow the touched groups.
     results_collect_rows: int = 200_000
