@@ -41,11 +41,12 @@ changes; a PyIceberg commit about 0.1 s):
    view's rows, and one PyIceberg commit writes and tags the table
    (`cumulus.results-writer = driver`);
 2. the driver too, for a touched update of any other table without a MERGE's delete
-   files and of at most `results_collect_rows` rows (no float group column): the
+   files and of at most `results_collect_rows` rows (no float group column), whose
+   view's maps hold at most `results_driver_touched_rows` rows at the tag: the
    touched groups' keys from the delta rows' files (`_touched_keys`), each map's files
    read whole by Arrow and its rows of those groups kept, view_rows over them
    (`_touched_rows`), and the table's rows of the other groups (read back and dropped
-   as the MERGE's `<=>` matches them: `_without_groups`), written and tagged in one
+   as the MERGE's `<=>` matches them: `without_groups`), written and tagged in one
    commit. Each is a copy of the table that its tag keeps, so the bound also bounds
    what an epoch adds to storage; a larger table takes a MERGE;
 3. Spark's query and the driver's commit, for such a table rewritten whole: Spark
@@ -79,11 +80,21 @@ from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from cumulus.engine.results_rows import (
+    KEYED,
+    TOP,
+    Touch,
+    arrow_rows,
+    fitted_rows,
+    of_groups,
+    top_rows,
+    touchable,
+    without_groups,
+)
 from cumulus.faults import fault_point
 from cumulus.parallel import for_each
 from cumulus.spark.local import collected_arrow
-from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_groups, view_sql
-from cumulus.sql.readtime import Order, Ref, ranked
+from cumulus.sql.mapsql import Restriction, ViewGroups, quote, view_sql
 from cumulus.sql.views import Compilation, ViewPlan, view_rows
 from cumulus.store import commit
 from cumulus.store.catalog import shared_catalog
@@ -101,7 +112,7 @@ log = logging.getLogger("cumulus.results")
 
 _DONE_THROUGH = "cumulus.results-epoch"  # the marker's property: the epoch every results table shows
 UPDATE = "cumulus.results-update"  # commit summary of a results table: how it was written (touched | whole)
-WRITER = "cumulus.results-writer"  # of a whole rewrite from the driver: who made its rows (else Spark wrote it)
+WRITER = "cumulus.results-writer"  # of a commit from the driver: who made its rows (else Spark wrote it)
 DRIVER, COLLECTED = "driver", "spark-collected"  # the driver (view_rows over the maps), or Spark's query
 
 
@@ -186,16 +197,15 @@ def _changed_maps(home: Home, maps: set[str], snapshots: list[tuple[int, int]]) 
     return found & maps
 
 
-def _touched_keys(home: Home, touches: Mapping[str, Touch], snapshots: list[tuple[int, int]]) -> dict[str, pa.Table]:
+def _touched_keys(table, touches: Mapping[str, Touch], snapshots: list[tuple[int, int]]) -> dict[str, pa.Table]:
     """The keys (`__g<i>`) of the groups each view's maps' delta rows touched (as
-    `_deltas` and `group_keys` find them through Spark), read by the driver: one
-    PyIceberg scan per snapshot of the delta rows' files (their `epoch` bounds prune the
-    rest) and Arrow's distinct per view, no Spark job."""
+    `_deltas` and `group_keys` find them through Spark), read by the driver from
+    maps.entries (the PyIceberg `table`): one scan per snapshot of the delta rows' files
+    (their `epoch` bounds prune the rest) and Arrow's distinct per view, no Spark job."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyiceberg.expressions import And, GreaterThan, In
 
-    table = shared_catalog(home.settings).load_table(home.tables.maps.pyiceberg)
     maps = sorted({m for t in touches.values() for m in t.groups[1]})
     slots = sorted({slot for t in touches.values() for pairs in t.groups[1].values() for slot, _ in pairs})
     deltas = pa.concat_tables([scan_arrow(table.scan(snapshot_id=snap, selected_fields=("map", *slots),
@@ -223,7 +233,7 @@ def _no_deletes(meta: Mapping[str, object] | None) -> bool:
 
 def _float_groups(meta: Mapping[str, object], outputs: tuple[str, ...]) -> bool:
     """Whether a results table has a float column among a view's group columns (the driver
-    cannot find its groups as Spark's `<=>` does: _without_groups)."""
+    cannot find its groups as Spark's `<=>` does: without_groups)."""
     schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
     return any(f["type"] in ("float", "double") for f in schema["fields"] if f["name"] in outputs)
 
@@ -242,45 +252,6 @@ def shows_epoch(meta: Mapping[str, object], epoch: int) -> bool:
     is that snapshot, or follows it by file rewrites alone (maintenance's compaction)."""
     tagged = _tag_snapshot(meta, epoch)
     return tagged is not None and commit.descends_by(meta, tagged, frozenset({"replace"}))
-
-
-KEYED, BAG, TOP = "keyed", "bag", "top"  # a view's rows by group: one each; its count times; the first LIMIT
-
-
-@dataclass(frozen=True)
-class Touch:
-    """How a view's results table may be updated by the groups an epoch touched: its groups
-    (view_groups: their output columns, and each map's key slots of them) and the shape of
-    its rows: KEYED, a row per group (a MERGE or the driver replaces a group's row); BAG,
-    a group's row as many times as it occurs (the driver replaces a group's rows); TOP,
-    the first `limit` rows by `order` (over the view's columns, ties broken by its group
-    columns) of rows keyed by group: the driver ranks the table's rows of the untouched
-    groups with the touched groups' rows (top_rows)."""
-
-    groups: ViewGroups
-    shape: str
-    order: tuple[Order, ...] = ()
-    limit: int = 0
-
-
-def touchable(plan: ViewPlan, maps: Mapping[str, object]) -> Touch | None:
-    """The view's Touch, or None when its rows are not found by group (module doc)."""
-    found = view_groups(plan, maps)
-    if found is not None:
-        return Touch(found, KEYED)
-    finish = plan.finish
-    if plan.refresh != "incremental" or finish is not None and finish.offset:
-        return None
-    if finish is None or finish.limit is None:
-        found = view_groups(replace(plan, bag=False), maps) if plan.bag else None
-        return None if found is None else Touch(found, BAG)
-    names = [n for n, _ in finish.select]
-    order = tuple(Order(Ref(next(n for n, e in finish.select if e == o.expr)), o.desc, o.nulls_first)
-                  for o in finish.order if any(e == o.expr for _, e in finish.select))
-    if plan.bag or len(order) < len(finish.order) or len(set(names)) < len(names):
-        return None  # an ORDER BY over what the view does not show: its table cannot rank its rows
-    found = view_groups(replace(plan, finish=replace(finish, limit=None)), maps)
-    return None if found is None else Touch(found, TOP, order, finish.limit)
 
 
 def _merge(spark: SparkSession, table: str, keys: str, rows: DataFrame, outputs: tuple[str, ...]) -> None:
@@ -310,7 +281,7 @@ class _Written:
     how: str  # touched | whole | unchanged | kept
     groups: int = 0  # touched groups
     seconds: dict[str, float] = field(default_factory=dict)  # merge, whole, driver, collect
-    rows: pa.Table | None = None  # rows Spark's query gave, for the driver to write: every row, or the touched groups'
+    rows: pa.Table | None = None  # rows for the driver to write: every row (Spark's), or the touched groups' (its own)
     keys: pa.Table | None = None  # ... and of a touched update, those groups' keys (`__g<i>`)
     touch: Touch | None = None  # ... and how they make the table's rows
     writer: str = COLLECTED  # who made those rows: Spark's query, or the driver (_touched_rows)
@@ -339,16 +310,16 @@ def _metadata(home: Home, view: str) -> Mapping[str, object] | None:
     return commit.table_metadata(home.spark, table) if home.spark.catalog.tableExists(table) else None
 
 
-def _by_touched(home: Home, meta: Mapping[str, object], touch: Touch, count: int, collect: bool,
+def _by_touched(home: Home, meta: Mapping[str, object], touch: Touch, count: int, by_driver: bool,
                 groups: int) -> bool:
     """Whether results.<view> is updated by the `count` groups the epochs since the one it
-    shows touched (module doc), rather than rewritten whole. Of a table the driver writes
-    (`collect`), when they are at most `results_touched_share` of the view's `groups` (its
-    count map's stored rows: the touched groups' query then reads less than its whole
-    query does); of another (a MERGE, KEYED views alone), when the table has at least
-    `results_touched_min_rows` rows of which they are at most that share."""
+    shows touched (module doc), rather than rewritten whole. Of a table the driver updates
+    (`by_driver`), when they are at most `results_touched_share` of the view's `groups`
+    (its count map's stored rows: the driver's Python then goes over fewer entries than
+    the whole view's); of another (a MERGE, KEYED views alone), when the table has at
+    least `results_touched_min_rows` rows of which they are at most that share."""
     settings = home.settings
-    if collect:
+    if by_driver:
         return count <= settings.results_touched_share * groups
     rows = _live_rows(meta)
     return (touch.shape == KEYED and rows >= settings.results_touched_min_rows
@@ -419,10 +390,10 @@ def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Wr
 
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
     schema = table.schema().as_arrow()
-    rows = _fitted(schema, view, compiled.views[view], written.rows)
+    rows = fitted_rows(schema, view, compiled.views[view], written.rows)
     if rows is not None and written.touch is not None:
         current = table.scan().to_arrow().cast(schema)
-        kept = _without_groups(current, written.touch.groups[0], written.keys, view)
+        kept = without_groups(current, written.touch.groups[0], written.keys, view)
         if kept is None:
             rows = None
         elif written.touch.shape == TOP:
@@ -433,82 +404,6 @@ def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Wr
         return False
     _commit(table, rows, epoch, written.how, written.writer)
     return True
-
-
-def top_rows(touch: Touch, current: pa.Table, candidates: pa.Table, view: str) -> pa.Table | None:
-    """A TOP view's rows at the epoch from its table's rows at the last one (`current`)
-    and `candidates`: those of its untouched groups, with the touched groups' rows. Every
-    other group's row is unchanged and ranked after the table's last row, so the first
-    `limit` candidates are the view's first rows when at least `limit` of them rank no
-    later than that last row (or the table held fewer than `limit` rows: the view had no
-    others). None (logged) otherwise: the view's whole query finds them."""
-    import pyarrow as pa
-
-    outputs = touch.groups[0]
-    limit = touch.limit
-    old = ranked(touch.order, current.to_pylist(), outputs)
-    new = candidates.to_pylist()
-    if len(old) >= limit > 0:
-        marker = dict(old[limit - 1], __cumulus_marker=True)  # ranked after candidates equal to it
-        by_rank = ranked(touch.order, [*new, marker], outputs)
-        if next(i for i, r in enumerate(by_rank) if r is marker) < limit:
-            log.info("results.%s: fewer than %d touched or kept rows rank before its last row: its whole query",
-                     view, limit)
-            return None
-    first = ranked(touch.order, new, outputs)[:limit]
-    return pa.Table.from_pylist(first, schema=candidates.schema)
-
-
-def _without_groups(current: pa.Table, outputs: tuple[str, ...], keys: pa.Table, view: str) -> pa.Table | None:
-    """The rows of `current` whose group (the `outputs` columns, one per group index) is
-    none of `keys`' (`__g<i>`), compared as the MERGE's `<=>` does (_of_groups)."""
-    return _of_groups(current, outputs, keys, view, "left anti")
-
-
-def _of_groups(rows: pa.Table, columns: tuple[str, ...], keys: pa.Table, view: str,
-               how: str = "left semi") -> pa.Table | None:
-    """The rows of `rows` whose group (the `columns`, one per group index i) is one of
-    `keys`' (`__g<i>`), or (`how` "left anti") none of them, compared as Spark's `<=>`
-    does: a NULL part equals a NULL. A part is held as (is NULL, value or a filler) and
-    the two joined on those columns (Arrow's hash join never matches a NULL). None
-    (logged) for a float group column (-0.0 and NaN compare otherwise in Spark) or a key
-    its column cannot hold."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    probe, found = {}, {}
-    for i, column in enumerate(columns):
-        type_ = rows.schema.field(column).type
-        filler = _filler(type_)
-        try:
-            key = keys.column(f"__g{i}").cast(type_)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            log.warning("results.%s: a touched key does not fit column %s (%s): written by Spark", view, column, e)
-            return None
-        if filler is None:
-            log.info("results.%s: group column %s of type %s: written by Spark", view, column, type_)
-            return None
-        for side, values in ((probe, rows.column(column)), (found, key)):
-            side[f"__cumulus_null{i}"] = pc.is_null(values)
-            side[f"__cumulus_value{i}"] = pc.fill_null(values, filler)
-    joined = pa.table({**{c: rows.column(c) for c in rows.column_names}, **probe})
-    return joined.join(pa.table(found), keys=list(found), join_type=how).select(rows.column_names)
-
-
-def _filler(type_: pa.DataType) -> pa.Scalar | None:
-    """A value of `type_` to stand for NULL in a join key (beside its is-NULL flag); None
-    for a type whose equality is not Spark's (floats) or that a key is never of."""
-    import datetime
-    from decimal import Decimal
-
-    import pyarrow as pa
-
-    for is_type, value in ((pa.types.is_string, ""), (pa.types.is_large_string, ""), (pa.types.is_boolean, False),
-                           (pa.types.is_integer, 0), (pa.types.is_decimal, Decimal(0)),
-                           (pa.types.is_date32, datetime.date(1970, 1, 1))):
-        if is_type(type_):
-            return pa.scalar(value, type_)
-    return None
 
 
 @dataclass
@@ -571,7 +466,7 @@ def _touched_rows(home: Home, compiled: Compilation, touches: Mapping[str, Touch
     """The rows of the groups the epochs touched (`keys`, by view) of views whose tables
     the driver writes, made by the driver as Spark's touched query makes them: each map
     the view reads at tag epoch-N (`stored`), its files read whole by Arrow and the rows
-    of those groups kept (_of_groups), view_rows over them (of a TOP view, before its
+    of those groups kept (of_groups), view_rows over them (of a TOP view, before its
     LIMIT: top_rows ranks them). No Spark job: Spark's query of a view's touched groups
     took 1.2-2.6 s alone for the corpus's three such tables at SF 1 (reading maps of 0.2-3
     million rows), the driver's 0.1-0.4 s. The driver writes them as it writes Spark's
@@ -585,7 +480,7 @@ def _touched_rows(home: Home, compiled: Compilation, touches: Mapping[str, Touch
 
         def keep(name: str, rows: pa.Table, view: str = view, slots: dict = slots) -> pa.Table:
             pairs = sorted(slots[name], key=lambda pair: pair[1])
-            kept = _of_groups(rows, tuple(slot for slot, _ in pairs), keys[view], view)
+            kept = of_groups(rows, tuple(slot for slot, _ in pairs), keys[view], view)
             if kept is None:
                 raise _NotFromDriver(view)
             return kept
@@ -598,7 +493,7 @@ def _touched_rows(home: Home, compiled: Compilation, touches: Mapping[str, Touch
         except _NotFromDriver:
             continue
         schema = catalog.load_table(home.tables.results(view).pyiceberg).schema().as_arrow()
-        arrow = _arrow_rows(schema, view, plan, rows)
+        arrow = arrow_rows(schema, view, plan, rows)
         if arrow is not None:
             written[view] = _Written("touched", keys[view].num_rows, {"driver": time.perf_counter() - started},
                                      rows=arrow, keys=keys[view], touch=touch, writer=DRIVER)
@@ -625,7 +520,7 @@ def _commit_rows(home: Home, view: str, plan: ViewPlan, rows: list[tuple], epoch
     view_rows) and tag it, in one PyIceberg commit from the driver; False (nothing
     written, logged) when the rows do not fit the table's columns as they are."""
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
-    arrow = _arrow_rows(table.schema().as_arrow(), view, plan, rows)
+    arrow = arrow_rows(table.schema().as_arrow(), view, plan, rows)
     if arrow is None:
         return False
     _commit(table, arrow, epoch, "whole", DRIVER)
@@ -640,60 +535,6 @@ def _commit(table, rows: pa.Table, epoch: int, how: str, writer: str) -> None:
         warnings.simplefilter("ignore")  # (a whole rewrite drops files: no merge-on-read delete to warn of)
         tx.overwrite(rows, snapshot_properties={UPDATE: how, WRITER: writer, commit.EPOCH: str(epoch)})
         ManageSnapshots(tx).create_tag(tx.table_metadata.current_snapshot_id, tag_name(epoch)).commit()
-
-
-def _arrow_rows(schema: pa.Schema, view: str, plan: ViewPlan, rows: list[tuple]) -> pa.Table | None:
-    """The view's rows as an Arrow table of its results table's columns; None (logged) when
-    they do not fit them exactly (other columns, or a value the column's type would round)."""
-    import pyarrow as pa
-
-    if not _view_columns(schema, view, plan):
-        return None
-    if any(pa.types.is_timestamp(f.type) for f in schema):  # (a naive datetime's zone would be guessed)
-        log.info("results.%s: a timestamp column: written by Spark", view)
-        return None
-    try:
-        columns = [pa.array([r[i] for r in rows], type=field.type) for i, field in enumerate(schema)]
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-        _does_not_fit(view, e)
-        return None
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _view_columns(schema: pa.Schema, view: str, plan: ViewPlan) -> bool:
-    """Whether a results table's columns are its view's, by name and order (logged when not)."""
-    if list(schema.names) == list(plan.column_names):
-        return True
-    log.info("results.%s: its columns (%s) are not the view's (%s): written by Spark", view,
-             ", ".join(schema.names), ", ".join(plan.column_names))
-    return False
-
-
-def _does_not_fit(view: str, error: Exception) -> None:
-    log.warning("results.%s: a row does not fit the table's columns from the driver (%s): written by Spark",
-                view, error)
-
-
-def _fitted(schema: pa.Schema, view: str, plan: ViewPlan, rows: pa.Table) -> pa.Table | None:
-    """Spark's rows of a view as an Arrow table of its results table's columns; None
-    (logged) when they are not those columns with those types (a view added again with
-    others: Spark makes the table again) or a NULL would go in a required column."""
-    import pyarrow as pa
-
-    def plain(type_: pa.DataType) -> pa.DataType:  # (PyIceberg reads and writes strings as large ones)
-        return pa.string() if pa.types.is_large_string(type_) else type_
-
-    if not _view_columns(schema, view, plan):
-        return None
-    if [plain(t) for t in rows.schema.types] != [plain(t) for t in schema.types]:
-        log.info("results.%s: its column types (%s) are not the query's (%s): written by Spark", view,
-                 ", ".join(map(str, schema.types)), ", ".join(map(str, rows.schema.types)))
-        return None
-    try:
-        return rows.rename_columns(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:  # (a NULL: required)
-        _does_not_fit(view, e)
-        return None
 
 
 def _touched_counts(deltas: DataFrame, groups: Mapping[str, ViewGroups]) -> dict[str, int]:
@@ -763,10 +604,14 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
                                           and 0 < settings.results_driver_rows >= stored.of(compiled.views[v])],
                          epoch, stored)
 
-    def collects(view: str, touch: Touch | None = None) -> bool:  # Spark's query, the driver's write (module doc)
+    def collects(view: str, touch: Touch | None = None) -> bool:  # the driver writes it (module doc: 2, 3)
         meta = metas[view]
         return (mode == "auto" and _no_deletes(meta) and _live_rows(meta) <= settings.results_collect_rows
                 and not (touch is not None and _float_groups(meta, touch.groups[0])))
+
+    def drives(view: str, touch: Touch) -> bool:  # the driver updates it by touched groups (module doc: 2)
+        return bool(collects(view, touch) and stored
+                    and stored.of(compiled.views[view]) <= settings.results_driver_touched_rows)
 
     # The views a touched update may suit (rows found by group, a changed map, a table
     # showing `since`, the driver's to write or MERGE's) and how many groups of each the
@@ -778,11 +623,11 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
         for view in due:
             touch = touchable(compiled.views[view], compiled.checked.maps) if view not in done else None
             if (touch is not None and changed & set(touch.groups[1]) and shows_epoch(metas[view], since)
-                    and (collects(view, touch) and stored or touch.shape == KEYED)):
+                    and (drives(view, touch) or touch.shape == KEYED)):
                 touches[view] = touch
-        by_driver = {v: t for v, t in touches.items() if collects(v, t) and stored}
+        by_driver = {v: t for v, t in touches.items() if drives(v, t)}
         if by_driver:
-            keys = _touched_keys(home, by_driver, snapshots)
+            keys = _touched_keys(shared_catalog(settings).load_table(home.tables.maps.pyiceberg), by_driver, snapshots)
             touched = {v: k.num_rows for v, k in keys.items()}
         if merged := {v: t for v, t in touches.items() if v not in by_driver}:
             deltas = _deltas(home, {m for t in merged.values() for m in t.groups[1]}, snapshots).cache()
@@ -834,11 +679,11 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
         return sum(w.how == kind and part in w.seconds for w in done.values())
 
     log.info("epoch %d: results of %d views in %.1f s: %d by %d touched groups (keys %.1f s; %d by a MERGE, %d from "
-             "the driver's rows, %d from Spark's), %d rewritten whole (%d by Spark, %d from the driver's rows, %d "
+             "the driver's rows), %d rewritten whole (%d by Spark, %d from the driver's rows, %d "
              "from Spark's); MERGEs %.1f s, whole by Spark %.1f s, the driver's rows %.1f s, Spark's rows written "
              "from the driver %.1f s; %d unchanged (tagged in %.1f s); %d kept", epoch,
              len(how), seconds["total"], counts["touched"], touched_rows, seconds["keys"], tables("touched", "merge"),
-             tables("touched", "driver"), tables("touched", "collect"), counts["whole"], tables("whole", "whole"),
+             tables("touched", "driver"), counts["whole"], tables("whole", "whole"),
              tables("whole", "driver"), tables("whole", "collect"), seconds["merge"], seconds["whole"],
              seconds["driver"], seconds["collect"], counts["unchanged"], seconds["tag"], counts["kept"],
              extra={"results_seconds": dict(seconds)})

@@ -22,16 +22,8 @@ from cumulus.engine import derived
 from cumulus.engine.close import close_epoch
 from cumulus.engine.publish import view_names
 from cumulus.engine.registry import batch_plan
-from cumulus.engine.results import (
-    BAG,
-    COLLECTED,
-    DRIVER,
-    KEYED,
-    TOP,
-    WRITER,
-    results_updates,
-    touchable,
-)
+from cumulus.engine.results import COLLECTED, DRIVER, WRITER, results_updates
+from cumulus.engine.results_rows import BAG, KEYED, TOP, touchable
 from cumulus.engine.views import add_view
 from cumulus.ingest.dbtoaster import read_stream
 from cumulus.ingest.job import ingest_files

@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cumulus.engine.results import (
-    BAG,
-    KEYED,
-    TOP,
-    Touch,
-    delta_snapshots,
-    top_rows,
-    touchable,
-    view_groups,
-)
+from cumulus.engine.results import delta_snapshots
+from cumulus.engine.results_rows import BAG, KEYED, TOP, Touch, top_rows, touchable
 from cumulus.schema import load_schema
+from cumulus.sql.mapsql import view_groups
 from cumulus.sql.readtime import Order, Ref
 from cumulus.sql.views import compile_views
 from cumulus.store.commit import EPOCH
@@ -197,7 +190,7 @@ def test_a_results_table_shows_its_tag_through_file_rewrites_only():
 
 
 def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
-    """_without_groups keeps the rows of untouched groups, _of_groups those of the touched:
+    """without_groups keeps the rows of untouched groups, of_groups those of the touched:
     NULL parts equal as `<=>` has them, keys cast to the columns' types (a bigint key slot, an int column), decimals
     and dates compared by value; a float group column is left to Spark."""
     import datetime
@@ -205,7 +198,7 @@ def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
 
     import pyarrow as pa
 
-    from cumulus.engine.results import _of_groups, _without_groups
+    from cumulus.engine.results_rows import of_groups, without_groups
 
     day = datetime.date(1995, 3, 15)
     current = pa.table({
@@ -221,17 +214,56 @@ def test_the_driver_drops_the_touched_groups_rows_as_a_merge_matches_them():
         "__g1": pa.array([None, Decimal("2"), Decimal("3"), Decimal("1")], pa.decimal128(38, 6)),
         "__g2": pa.array([day, day, None, day]),
     })
-    kept = _without_groups(current, ("k", "d", "day"), keys, "v")
+    kept = without_groups(current, ("k", "d", "day"), keys, "v")
     assert kept.schema == current.schema
     assert sorted(kept.column("total").to_pylist()) == [10, 50, 60]
     # the touched groups' rows (the driver's reads of a map's entries of those groups): the others
-    touched = _of_groups(current, ("k", "d", "day"), keys, "v")
+    touched = of_groups(current, ("k", "d", "day"), keys, "v")
     assert touched.schema == current.schema
     assert sorted(touched.column("total").to_pylist()) == [20, 30, 40]
     # (NULL, NULL, day) is not (NULL, 2, day): a NULL part matches a NULL only
-    one = _without_groups(current, ("name",), pa.table({"__g0": pa.array([None, ""], pa.string())}), "v")
+    one = without_groups(current, ("name",), pa.table({"__g0": pa.array([None, ""], pa.string())}), "v")
     assert sorted(one.column("total").to_pylist()) == [10, 20, 50, 60]
     floats = current.append_column("x", pa.array([0.0] * 6))
-    assert _without_groups(floats, ("x",), pa.table({"__g0": pa.array([-0.0])}), "v") is None
+    assert without_groups(floats, ("x",), pa.table({"__g0": pa.array([-0.0])}), "v") is None
     too_big = pa.table({"__g0": pa.array([2**40], pa.int64())})
-    assert _without_groups(current, ("k",), too_big, "v") is None
+    assert without_groups(current, ("k",), too_big, "v") is None
+
+
+def test_the_driver_finds_the_touched_keys_as_spark_does(tmp_path):
+    """_touched_keys: each view's group keys (`__g<i>`, in group order whatever the
+    order of a map's slots) of the delta rows of its maps alone, in each snapshot those
+    of the epochs after its own (delta_snapshots' pairs), distinct, a NULL key one key,
+    as _deltas and group_keys find them through Spark. No JVM: a PyIceberg SqlCatalog."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from cumulus.engine.results import _touched_keys
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/w")
+    catalog.create_namespace("maps")
+    schema = pa.schema([("map", pa.string()), ("k0_int", pa.int64()), ("k1_string", pa.string()),
+                        ("v_int", pa.int64()), ("epoch", pa.int64())])
+    table = catalog.create_table("maps.entries", schema=schema)
+
+    def append(rows: list[tuple]) -> int:
+        table.append(pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema))
+        return table.current_snapshot().snapshot_id
+
+    first = append([("m1", 1, "a", 1, 1), ("m2", 2, None, 1, 1)])
+    second = append([("m1", 3, "b", 1, 2), ("m1", None, "c", -1, 2), ("m1", 3, "d", 2, 2),
+                     ("m2", None, None, 1, 2), ("m2", 5, None, -1, 2), ("m3", 9, None, 1, 2)])
+    touches = {"v": Touch((("g",), {"m1": (("k0_int", 0),), "m2": (("k0_int", 0),)}), KEYED),
+               "w": Touch((("g", "h"), {"m1": (("k1_string", 1), ("k0_int", 0))}), KEYED)}
+
+    def keys(snapshots: list[tuple[int, int]]) -> dict[str, set[tuple]]:
+        found = _touched_keys(catalog.load_table("maps.entries"), touches, snapshots)
+        rows = {v: [tuple(r[f"__g{i}"] for i in range(len(touches[v].groups[0]))) for r in t.to_pylist()]
+                for v, t in found.items()}
+        assert all(len(r) == len(set(r)) for r in rows.values())  # distinct
+        return {v: set(r) for v, r in rows.items()}
+
+    assert keys([(second, 1)]) == {"v": {(3,), (None,), (5,)}, "w": {(3, "b"), (None, "c"), (3, "d")}}
+    # a compaction's parent (delta_snapshots): its rows of the epochs after `since` too
+    assert keys([(second, 2), (first, 0)]) == {"v": {(1,), (2,)}, "w": {(1, "a")}}
+    assert keys([(second, 0)])["v"] == {(1,), (2,), (3,), (None,), (5,)}
