@@ -380,7 +380,7 @@ def render(rows: list[Row], loads: list[dict], args, command: str) -> str:
         "| commits | Spark jobs | epoch bytes read | recompute bytes read | epoch bytes written | delta rows | equal "
         "| base compaction s (apart) | its share per epoch s | publish s (apart) | publish / epoch "
         "| results s | results by touched groups (none changed) / whole | of which keys / rows+MERGE / whole by Spark / "
-        "Spark's rows from the driver / whole from the driver s "
+        "Spark's rows from the driver / the driver's own rows (whole, and touched groups') s "
         "| results all whole s (apart) | all whole / epoch |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|---:|---:|---:|---:|---:|:--:|:--:|---:|---:|",
     ]
