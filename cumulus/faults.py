@@ -8,6 +8,9 @@ Points of an ingest batch, in order: after-plan (files listed and checksummed, n
 parsed), before-commit (validated, nothing written),
 after-quarantine, between-relations (one events table appended, others not),
 after-events (every events append done, manifest not written), after-manifest.
+
+A test may also run code of its own at a point, in its process (`on_fault_point`): the
+parallel-applies test makes its sources meet there, so their applies overlap.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "CUMULUS_FAULT"
@@ -28,7 +32,21 @@ class InjectedFault(RuntimeError):
     """Raised at a fault point by CUMULUS_FAULT=<point>:raise."""
 
 
+_HOOKS: dict[str, Callable[[], None]] = {}
+
+
+def on_fault_point(name: str, hook: Callable[[], None] | None) -> None:
+    """Run `hook` whenever this process reaches the point `name` (None: no longer)."""
+    if hook is None:
+        _HOOKS.pop(name, None)
+    else:
+        _HOOKS[name] = hook
+
+
 def fault_point(name: str) -> None:
+    hook = _HOOKS.get(name)
+    if hook is not None:
+        hook()
     spec = os.environ.get(ENV)
     if not spec:
         return

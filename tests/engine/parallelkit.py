@@ -11,7 +11,11 @@ A source waits for its epoch to be open, sleeps a random while (the sources arri
 random order, not in their version order) and ingests (ingest holds the catalog lock
 alone); once every source has ingested the epoch, all apply at once: applies of
 different sources hold the lock shared, so each may read a state that misses another's
-deltas, which the close repairs. The closer closes each epoch once every source applied
+deltas, which the close repairs. They overlap by construction, not by luck: each apply,
+once it has fixed the snapshot it reads (the fault point apply.after-record), waits
+there until every other source has too (or has applied: nothing to apply, or done
+before a kill), so every apply but the first to commit read a state without the others'
+deltas (unless a kill lands between that wait and its commit). The closer closes each epoch once every source applied
 (the home publishes at the close: the stable branch and results.<view>).
 
 Every process may be SIGKILLed at any instant and started again with the same
@@ -22,6 +26,7 @@ applied once, a close resumed)."""
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import time
@@ -37,12 +42,31 @@ SOURCES = {  # name: (relations, priority)
 }
 
 
-def wait_for(paths: list[Path], what: str, timeout: float = 600) -> None:
+def wait_for(paths: list[Path], what: str, timeout: float = 600, met=Path.exists) -> None:
+    """Wait until `met` holds for every path (by default: it exists)."""
     deadline = time.monotonic() + timeout
-    while not all(p.exists() for p in paths):
+    while not all(met(p) for p in paths):
         if time.monotonic() > deadline:
             raise TimeoutError(f"waited {timeout:.0f} s for {what}")
         time.sleep(0.1)
+
+
+def meet(markers: Path, n: int, name: str) -> None:
+    """At the fault point between an apply's read and its commit: say that this process
+    has read epoch n's state, and wait until every source has applied it or has a live
+    process that read it (a source killed there reads again once started again)."""
+    (markers / f"read-{n}-{name}").write_text(str(os.getpid()))
+
+    def read_or_applied(source: str) -> bool:
+        if (markers / f"applied-{n}-{source}").exists():
+            return True
+        try:
+            os.kill(int((markers / f"read-{n}-{source}").read_text()), 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            return False  # not read yet, or read by a process since killed
+        return True
+
+    wait_for(list(SOURCES), f"every source's read of epoch {n}", met=read_or_applied)
 
 
 def setup(home: Path, views: list[str], spark=None) -> None:
@@ -63,6 +87,7 @@ def setup(home: Path, views: list[str], spark=None) -> None:
 
 def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, seed: int) -> None:
     from cumulus.app import Engine
+    from cumulus.faults import on_fault_point
     from cumulus.store.catalog import pyiceberg_catalog
     from cumulus.store.ledger import OPEN, ledger_rows
 
@@ -81,6 +106,7 @@ def source(home: Path, landing: Path, markers: Path, name: str, epochs: int, see
             (markers / f"ingested-{n}-{name}").touch()
         wait_for([markers / f"ingested-{n}-{s}" for s in SOURCES], f"every source's ingest of epoch {n}")
         time.sleep(rng.uniform(0.0, 0.3))
+        on_fault_point("apply.after-record", lambda n=n: meet(markers, n, name))
         applied = engine.apply(name, n, wait=600)  # (epoch n-1's close may still run)
         print(f"parallelkit: epoch {n} source {name}: {applied.summary}", flush=True)
         (markers / f"applied-{n}-{name}").touch()
