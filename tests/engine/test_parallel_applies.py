@@ -4,11 +4,12 @@ their part of the DBToaster TPC-H stream with deletes in a random arrival order 
 applying at once (tests/engine/parallelkit.py), a closer closing (and so publishing)
 each epoch. Meanwhile a killer SIGKILLs one of the four processes at a random instant,
 PARALLEL_KILLS times (10 in CI; a soak: PARALLEL_KILLS=60 make soak-concurrent), and
-starts it again. The applies overlap by construction (parallelkit.meet). Every closed epoch's views equal DuckDB over the alive rows, every map
-equals the reference interpreter, the ledger counts every event once, the stable branch
-and results.<view> are at the last epoch, and the ledger shows repaired batches: applies
-that read a state missing another source's deltas, which the close repaired (none
-repaired would prove nothing).
+starts it again. The applies overlap by construction (parallelkit.meet). Every closed
+epoch's views equal DuckDB over the alive rows, every map equals the reference
+interpreter, the ledger counts every event once, the stable branch and results.<view>
+are at the last epoch, and the ledger shows repaired batches: applies that read a state
+missing another source's deltas, which the close repaired (none repaired would prove
+nothing).
 The cyclic views (domestic_revenue, q05_local_supplier) compile to full M3: terms that
 join two maps on a loop variable neither the event nor the target binds, so a repair's
 correction there multiplies a missed delta with the other map's entries."""
