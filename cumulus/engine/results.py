@@ -101,6 +101,7 @@ from cumulus.store.catalog import shared_catalog
 from cumulus.store.home import load_home_schema
 from cumulus.store.maps import COMPACTED_THROUGH, entries_scan, group_keys, read_entries
 from cumulus.store.registry import live, registry
+from cumulus.store.rowdelta import FILE, POS, commit_row_delta, live_rows
 from cumulus.store.rows import scan_arrow
 from cumulus.store.tables import MERGE_ON_READ_PROPERTIES, RESULTS, Home, tag_name
 
@@ -285,6 +286,7 @@ class _Written:
     keys: pa.Table | None = None  # ... and of a touched update, those groups' keys (`__g<i>`)
     touch: Touch | None = None  # ... and how they make the table's rows
     writer: str = COLLECTED  # who made those rows: Spark's query, or the driver (_touched_rows)
+    delta: bool = False  # ... written as a row delta (_commit_delta), not with the table's other rows
 
 
 def _create_empty(home: Home, compiled: Compilation, views: list[str], epoch: int) -> None:
@@ -403,6 +405,29 @@ def _commit_collected(home: Home, compiled: Compilation, view: str, written: _Wr
     if rows is None:
         return False
     _commit(table, rows, epoch, written.how, written.writer)
+    return True
+
+
+def _commit_delta(home: Home, compiled: Compilation, view: str, written: _Written, epoch: int) -> bool:
+    """Update results.<view> by the rows of its touched groups in `written` (the driver's,
+    _touched_rows) and tag it, in one commit from the driver (cumulus/store/rowdelta.py):
+    the table's live rows of those groups (found as the MERGE's `<=>` finds them:
+    of_groups over their group columns, read with their positions) deleted by position,
+    the new rows added. False (nothing written, logged) when the groups cannot be found
+    that way."""
+    table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
+    outputs = written.touch.groups[0]  # type: ignore[union-attr]
+    rows = fitted_rows(table.schema().as_arrow(), view, compiled.views[view], written.rows)
+    current, snapshot = live_rows(table, outputs)
+    doomed = None if rows is None else of_groups(current, outputs, written.keys, view)
+    if doomed is None:
+        return False
+    if rows.num_rows or doomed.num_rows:
+        properties = {UPDATE: written.how, WRITER: written.writer, commit.EPOCH: str(epoch)}
+        commit_row_delta(home.spark, home.tables.results(view), table, rows, doomed.select([FILE, POS]),
+                         snapshot, properties, tag_name(epoch))
+    else:  # the groups had no rows, and have none
+        table.manage_snapshots().create_tag(snapshot, tag_name(epoch)).commit()
     return True
 
 
@@ -610,8 +635,12 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
                 and not (touch is not None and _float_groups(meta, touch.groups[0])))
 
     def drives(view: str, touch: Touch) -> bool:  # the driver updates it by touched groups (module doc: 2)
-        return bool(collects(view, touch) and stored
-                    and stored.of(compiled.views[view]) <= settings.results_driver_touched_rows)
+        return bool(mode == "auto" and stored and stored.of(compiled.views[view]) <= settings.results_driver_touched_rows
+                    and (collects(view, touch) or deltas_of(view, touch)))
+
+    def deltas_of(view: str, touch: Touch) -> bool:  # ... by a row delta (module doc: 2)
+        return (not collects(view, touch) and touch.shape != TOP and metas[view] is not None
+                and not _float_groups(metas[view], touch.groups[0]))
 
     # The views a touched update may suit (rows found by group, a changed map, a table
     # showing `since`, the driver's to write or MERGE's) and how many groups of each the
@@ -639,6 +668,9 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
         # The driver's rows of the touched groups of the tables it writes (a view whose rows
         # it cannot make: Spark's whole query)
         done |= _touched_rows(home, compiled, {v: t for v, t in touches.items() if v in keys}, keys, stored, epoch)
+        for view, touch in touches.items():
+            if view in keys and view in done:
+                done[view].delta = deltas_of(view, touch)
         touches = {v: t for v, t in touches.items() if v not in keys}
         # Then Spark, table_workers tables at once; of a table the driver can write (no
         # delete files, at most results_collect_rows rows), Spark's query alone: the driver
@@ -654,7 +686,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
             if w.rows is None:
                 continue
             started_commit = time.perf_counter()
-            if _commit_collected(home, compiled, view, w, epoch):
+            if (_commit_delta if w.delta else _commit_collected)(home, compiled, view, w, epoch):
                 w.seconds["driver" if w.writer == DRIVER else "collect"] += time.perf_counter() - started_commit
                 w.rows = w.keys = None
             else:  # through Spark, whole, after all

@@ -116,6 +116,7 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
     compacted = 0
     updates: dict[int, dict[str, str]] = {k: {} for k in range(1, epochs + 1)}  # epoch -> view -> how its table was written
     writers: dict[int, dict[str, str]] = {}  # epoch -> view -> who wrote its table's tagged snapshot
+    deleted: dict[int, set[str]] = {}  # epoch -> views whose tagged snapshot deleted rows by position
     rows_read: dict[str, list[tuple]] = {}  # view -> its rows at the last epoch's tag
     map_rows: dict[str, int] = {}  # view -> the entries its maps hold at the last epoch's tag
     changed: dict[int, set[str]] = {}  # epoch -> the relations its events change
@@ -128,16 +129,20 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         ingest_files(home, "b", [write_epoch_files(rows, folder / "b", others)], fmt="dbtoaster")
         mode = modes[epoch - 1] if epoch <= len(modes) else "auto"
         overrides = {"epoch_mode": mode}
-        if results and epoch == 2:  # of the views with a row per group that the epoch's relations reach, the
-            # smallest table from the driver (its rows of the touched groups and the table's others), the larger
-            # by a MERGE; a bag's and a top-k's from the driver (no MERGE can update them); none rewritten whole
-            # from the driver's own
+        if results and epoch == 2:  # of the views with a row per group that the epoch's relations reach, a
+            # bag's and a top-k's from the driver (its rows of the touched groups and the table's others: no
+            # MERGE can update them), the larger tables by the driver's row deltas, but the one whose maps hold
+            # the most rows, by a MERGE; none rewritten whole from the driver's own
             shapes = {v: t.shape for v in views if changed[2] & reads(v)
                       and (t := touchable(compiled.views[v], compiled.checked.maps))}
             assert {KEYED, BAG, TOP} <= set(shapes.values()), shapes
-            overrides["results_collect_rows"] = max(min(len(rows_read[v]) for v, s in shapes.items() if s == KEYED),
-                                                    *(len(rows_read[v]) for v, s in shapes.items() if s != KEYED))
+            overrides["results_collect_rows"] = max(len(rows_read[v]) for v, s in shapes.items() if s != KEYED)
             overrides["results_driver_rows"] = 0
+            largest = max((v for v, s in shapes.items() if s == KEYED), key=lambda v: map_rows[v])
+            overrides["results_driver_touched_rows"] = max(map_rows[v] for v in shapes if v != largest)
+            assert map_rows[largest] > overrides["results_driver_touched_rows"], map_rows
+            assert any(len(rows_read[v]) > overrides["results_collect_rows"] for v, s in shapes.items()
+                       if s == KEYED and v != largest), (shapes, rows_read)
         if results and epoch == 3:  # through the driver, views whose maps hold as many rows as those of the
             # views the epoch leaves alone (theirs stay as they are); a view whose maps hold more is computed
             # by Spark, its rows written from the driver
@@ -190,8 +195,10 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
                 got = spark.sql(f"SELECT * FROM {table} VERSION AS OF 'epoch-{epoch}'").collect()
                 assert sorted(map(tuple, got), key=sort_key) == sorted(rows_read[name], key=sort_key), (name, epoch)
             updates[epoch] = results_updates(home, epoch)
-            writers[epoch] = {name: tag_summary(spark, tables_of(settings).results(name), epoch).get(WRITER, "spark")
-                              for name in views}
+            summaries = {name: tag_summary(spark, tables_of(settings).results(name), epoch) for name in views}
+            writers[epoch] = {name: summary.get(WRITER, "spark") for name, summary in summaries.items()}
+            deleted[epoch] = {name for name, summary in summaries.items()  # by position (a MERGE, a row delta)
+                              if int(summary.get("added-position-deletes", 0))}
     assert compacted > 0, "no close compacted a map: the compaction path went untested"
     if results:  # both ways were taken: by the groups an applied epoch touched, and whole
         # (epoch 3 rebuilt the maps: no delta row need show what changed, so every table is rewritten)
@@ -209,8 +216,10 @@ def run_epochs(spark, tmp_path: Path, capsys, views: list[str], epochs: int,
         assert set(writers[1].values()) == {DRIVER}, writers
         touched = {v: writers[2][v] for v, how in updates[2].items() if how == "touched"}
         assert set(touched.values()) == {DRIVER, "spark"}, touched
+        assert {v for v, w in touched.items() if w == DRIVER} & deleted[2], (touched, deleted[2])  # row deltas
+        assert {v for v, w in touched.items() if w == DRIVER} - deleted[2], (touched, deleted[2])  # copies
         assert {updates[2][v] for v, s in shapes.items() if s != KEYED} == {"touched"}, (shapes, updates[2])
-        merged = {v for v, writer in touched.items() if writer == "spark"}
+        merged = deleted[2] & set(touched)  # their tables have delete files
         assert {v for v, w in writers[3].items() if w == "spark"} <= merged, writers
         assert {DRIVER, COLLECTED} <= set(writers[3].values()), writers
 
