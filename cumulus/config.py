@@ -284,19 +284,23 @@ class Settings:
     results_touched_share: float = 0.25
     results_touched_min_rows: int = 50_000
     # A table rewritten whole whose view's maps hold at most this many rows is written from
-    # the driver through PyIceberg, with no Spark job (0: always through Spark).
+    # the driver through PyIceberg, with no Spark job (0: always through Spark). The maps of
+    # values of a MIN or MAX without GROUP BY are not counted: Arrow cuts them to their
+    # extremes before the driver's Python reads them (results_driver_touched_rows bounds them).
     results_driver_rows: int = 100_000
     # Any other table (without a MERGE's delete files) that holds at most this many rows is
     # written from the driver too: its touched groups' rows, made by the driver from their
     # maps' entries, in place of theirs, or rewritten whole with the rows Spark's query
     # gives, collected as Arrow (0: Spark writes it).
     # Each such write is a copy of the table, which its epoch-N tag keeps: above this, a
-    # touched update is a MERGE, whose delete file and new rows follow the touched groups.
+    # touched update is a row delta (a position delete file and the groups' new rows, from
+    # the driver) or a MERGE, whose files follow the touched groups.
     results_collect_rows: int = 200_000
-    # The driver updates such a table by its touched groups (their rows made from the
-    # maps' entries of those groups) while its view's maps hold at most this many rows at
-    # the tag: it reads each map's files whole (Arrow: 0.1 s for 1.5 million rows). Above,
-    # a MERGE (a row per group) or Spark's whole query.
+    # The driver updates a table by its touched groups (their rows made from the maps'
+    # entries of those groups: a copy or a row delta, above) while its view's maps hold at
+    # most this many rows at the tag, and rewrites one whole from its own rows only then:
+    # it reads each map's files whole (Arrow: 0.1 s for 1.5 million rows). Above, a MERGE
+    # (a row per group) or Spark's whole query.
     results_driver_touched_rows: int = 10_000_000
     # How a close brings the maps to the epoch's state when batches are still pending:
     # "incremental" applies them, "recompute" rebuilds every map from base.*, "auto"

@@ -75,7 +75,7 @@ import logging
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -85,6 +85,8 @@ from cumulus.engine.results_rows import (
     TOP,
     Touch,
     arrow_rows,
+    extreme_domains,
+    extremes_of,
     fitted_rows,
     of_groups,
     top_rows,
@@ -418,16 +420,16 @@ def _commit_delta(home: Home, compiled: Compilation, view: str, written: _Writte
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
     outputs = written.touch.groups[0]  # type: ignore[union-attr]
     rows = fitted_rows(table.schema().as_arrow(), view, compiled.views[view], written.rows)
-    current, snapshot = live_rows(table, outputs)
-    doomed = None if rows is None else of_groups(current, outputs, written.keys, view)
+    live = live_rows(table, outputs)
+    doomed = None if rows is None else of_groups(live.rows, outputs, written.keys, view)
     if doomed is None:
         return False
     if rows.num_rows or doomed.num_rows:
         properties = {UPDATE: written.how, WRITER: written.writer, commit.EPOCH: str(epoch)}
-        commit_row_delta(home.spark, home.tables.results(view), table, rows, doomed.select([FILE, POS]),
-                         snapshot, properties, tag_name(epoch))
+        commit_row_delta(home.spark, home.tables.results(view), table, rows, doomed.select([FILE, POS]), live,
+                         properties, tag_name(epoch))
     else:  # the groups had no rows, and have none
-        table.manage_snapshots().create_tag(snapshot, tag_name(epoch)).commit()
+        table.manage_snapshots().create_tag(live.snapshot, tag_name(epoch)).commit()
     return True
 
 
@@ -455,24 +457,29 @@ class _Stored:
             rows[task.file.partition[0]] += task.file.record_count
         return cls(scan, tasks, rows)
 
-    def of(self, plan: ViewPlan) -> int:
-        """The stored rows of every map a view reads."""
-        return sum(self.rows[m] for m in plan.read_maps)
+    def of(self, plan: ViewPlan, but: Collection[str] = ()) -> int:
+        """The stored rows of every map a view reads (`but` these)."""
+        return sum(self.rows[m] for m in plan.read_maps if m not in but)
 
 
 def _from_driver(home: Home, compiled: Compilation, views: list[str], epoch: int,
-                 stored: _Stored | None) -> dict[str, _Written]:
+                 stored: _Stored | None, extremes: Mapping[str, frozenset]) -> dict[str, _Written]:
     """Rewrite from the driver (module doc) the results tables of `views` (rewritten whole,
     their tables there without delete files, their maps holding at most
-    `results_driver_rows` rows at tag epoch-N: `stored`), each table with its tag in one
-    PyIceberg commit. A view whose rows do not fit its table's columns as they are is
-    left out (logged): Spark writes it."""
+    `results_driver_rows` rows at tag epoch-N: `stored`, but for the maps of values of
+    their MIN and MAX without GROUP BY, `extremes`, whose rows Arrow cuts to the extremes
+    first: extremes_of), each table with its tag in one PyIceberg commit. A view whose
+    rows do not fit its table's columns as they are is left out (logged): Spark writes it."""
     if not views or stored is None:
         return {}
     started = time.perf_counter()
     plans = {v: compiled.views[v] for v in views}
     needed = {m: compiled.checked.maps[m] for p in plans.values() for m in p.read_maps}
-    entries = read_entries(stored.scan, needed, [t for t in stored.tasks if t.file.partition[0] in needed])
+
+    def keep(name: str, rows: pa.Table) -> pa.Table:
+        return extremes_of(rows, needed[name], extremes[name]) if name in extremes else rows
+
+    entries = read_entries(stored.scan, needed, [t for t in stored.tasks if t.file.partition[0] in needed], keep)
     written: dict[str, _Written] = {}
     for view, plan in plans.items():
         if _commit_rows(home, view, plan, view_rows(plan, entries), epoch):
@@ -625,9 +632,12 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     # thread of its own beside Spark's writes measured slower: its Python holds the GIL
     # that py4j's calls wait for). Rows that do not fit their table: through Spark.
     stored = _Stored.plan(home, compiled, [v for v in due if v not in done], epoch) if mode == "auto" else None
-    done |= _from_driver(home, compiled, [v for v in due if v not in done and _no_deletes(metas[v]) and stored
-                                          and 0 < settings.results_driver_rows >= stored.of(compiled.views[v])],
-                         epoch, stored)
+    candidates = [v for v in due if v not in done and _no_deletes(metas[v])]
+    extremes = extreme_domains([compiled.views[v] for v in candidates], compiled.checked.maps)
+    done |= _from_driver(home, compiled, [v for v in candidates if stored and 0 < settings.results_driver_rows
+                                          >= stored.of(compiled.views[v], but=extremes)
+                                          and stored.of(compiled.views[v]) <= settings.results_driver_touched_rows],
+                         epoch, stored, extremes)
 
     def collects(view: str, touch: Touch | None = None) -> bool:  # the driver writes it (module doc: 2, 3)
         meta = metas[view]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cumulus.errors import StoreError
@@ -22,17 +23,27 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-FILE, POS = "__file", "__pos"  # the columns of live_rows that place a row
+FILE, POS = "__file", "__pos"  # the columns of live_rows that place a row: its data file (an index), position
 # The reserved field ids of a position delete file's columns (the Iceberg spec's).
 _DELETE_FIELDS = (("file_path", 2147483546), ("pos", 2147483545))
 
 
-def live_rows(table: Any, columns: Sequence[str]) -> tuple[pa.Table, int | None]:
+@dataclass(frozen=True)
+class Live:
+    """A table's live rows (live_rows): some columns, each row's data file (`__file`, an
+    index into `files`) and position in it (`__pos`), as of `snapshot`."""
+
+    rows: pa.Table
+    files: list[str]
+    snapshot: int | None
+
+
+def live_rows(table: Any, columns: Sequence[str]) -> Live:
     """Every live row of the PyIceberg `table`'s current snapshot: its `columns` read from
-    each data file, with the file's path (`__file`) and the row's position in it
-    (`__pos`), the rows its position delete files delete left out; and the snapshot read
-    (None: no snapshot). A table with an equality delete file (none of Cumulus's writers
-    makes one) is refused."""
+    each data file, with the file and the row's position in it, the rows its position
+    delete files delete left out. A table with an equality delete file (none of Cumulus's
+    writers makes one) is refused."""
+    import numpy
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -40,9 +51,9 @@ def live_rows(table: Any, columns: Sequence[str]) -> tuple[pa.Table, int | None]
 
     snapshot = table.metadata.current_snapshot_id
     empty = pa.schema([*(table.schema().as_arrow().field(c) for c in columns),
-                       pa.field(FILE, pa.string()), pa.field(POS, pa.int64())])
+                       pa.field(FILE, pa.int32()), pa.field(POS, pa.int64())])
     if snapshot is None:
-        return empty.empty_table(), None
+        return Live(empty.empty_table(), [], None)
     deleted: dict[str, dict[str, list]] = {}  # delete file -> data file -> positions
 
     def positions_deleted(delete_file, path: str) -> list:
@@ -58,18 +69,19 @@ def live_rows(table: Any, columns: Sequence[str]) -> tuple[pa.Table, int | None]
             deleted[delete_file.file_path] = by_file
         return deleted[delete_file.file_path].get(path, [])
 
-    parts = []
+    parts, files = [], []
     for task in table.scan(snapshot_id=snapshot).plan_files():
         path = task.file.file_path
         with table.io.new_input(path).open() as stream:
             rows = pq.read_table(stream, columns=list(columns))
-        rows = rows.append_column(FILE, pa.repeat(pa.scalar(path), rows.num_rows).cast(pa.string())) \
-                   .append_column(POS, pa.array(range(rows.num_rows), pa.int64()))
-        gone = [p for d in task.delete_files for p in positions_deleted(d, path)]
+        rows = rows.append_column(FILE, pa.array(numpy.full(rows.num_rows, len(files), dtype=numpy.int32))) \
+                   .append_column(POS, pa.array(numpy.arange(rows.num_rows, dtype=numpy.int64)))
+        files.append(path)
+        gone = [positions for d in task.delete_files if len(positions := positions_deleted(d, path))]
         if gone:
             rows = rows.filter(pc.invert(pc.is_in(rows.column(POS), pa.concat_arrays(gone))))
         parts.append(rows.cast(empty))
-    return (pa.concat_tables(parts) if parts else empty.empty_table()), snapshot
+    return Live(pa.concat_tables(parts) if parts else empty.empty_table(), files, snapshot)
 
 
 def _split(paths: pa.ChunkedArray, positions: pa.ChunkedArray) -> tuple[list[str], list]:
@@ -83,13 +95,13 @@ def _split(paths: pa.ChunkedArray, positions: pa.ChunkedArray) -> tuple[list[str
     return names, [positions.filter(pc.equal(indices, i)) for i in range(len(names))]
 
 
-def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table, doomed: pa.Table,
-                     snapshot: int | None, properties: Mapping[str, str], tag: str) -> None:
-    """Delete the rows `doomed` (`__file`, `__pos`: live_rows's, read at `snapshot`) of the
+def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table, doomed: pa.Table, live: Live,
+                     properties: Mapping[str, str], tag: str) -> None:
+    """Delete the rows `doomed` (`__file`, `__pos`: of `live`, the table's live_rows) of the
     Iceberg table `name` (Spark's name; `table`: PyIceberg's of it) and add the rows
     `added` (its columns), and tag the result, in one commit carrying `properties`. The
     commit fails (Iceberg's validation, nothing committed) when another commit since
-    `snapshot` removed a data file a delete names."""
+    the live rows' snapshot removed a data file a delete names."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -99,6 +111,7 @@ def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table
     java.refresh()
     if java.spec().isPartitioned():
         raise StoreError(f"{name}: partitioned; the driver's row deltas are of unpartitioned tables")
+    snapshot = live.snapshot
     if java.currentSnapshot() is None or java.currentSnapshot().snapshotId() != snapshot:
         raise StoreError(f"{name}: changed since its rows were read (snapshot {snapshot}); try again")
     parquet = iceberg.FileFormat.PARQUET
@@ -111,8 +124,10 @@ def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table
         delta.addRows(iceberg.DataFiles.builder(java.spec()).withInputFile(file).withFormat(parquet)
                       .withMetrics(metrics).build())
     if doomed.num_rows:
-        ordered = doomed.sort_by([(FILE, "ascending"), (POS, "ascending")])  # (the spec's order)
-        rows = pa.table([ordered.column(FILE).cast(pa.string()), ordered.column(POS).cast(pa.int64())],
+        paths = pa.array(live.files, pa.string())
+        ordered = pa.table({FILE: pc.take(paths, doomed.column(FILE)), POS: doomed.column(POS)}) \
+            .sort_by([(FILE, "ascending"), (POS, "ascending")])  # (the spec's order)
+        rows = pa.table([ordered.column(FILE), ordered.column(POS).cast(pa.int64())],
                         schema=pa.schema([pa.field(n, t, nullable=False, metadata={"PARQUET:field_id": str(i)})
                                           for (n, i), t in zip(_DELETE_FIELDS, (pa.string(), pa.int64()),
                                                                strict=True)]))
