@@ -267,3 +267,77 @@ def test_the_driver_finds_the_touched_keys_as_spark_does(tmp_path):
     # a compaction's parent (delta_snapshots): its rows of the epochs after `since` too
     assert keys([(second, 2), (first, 0)]) == {"v": {(1,), (2,)}, "w": {(1, "a")}}
     assert keys([(second, 0)])["v"] == {(1,), (2,), (3,), (None,), (5,)}
+
+
+def test_the_driver_cuts_a_min_or_max_map_to_its_extremes_and_gets_the_same_row():
+    """A MIN/MAX without GROUP BY reads a map of value counts, one entry per value: the
+    driver keeps its entries of each extreme alone (extremes_of, summed first, a value
+    whose rows sum to zero left out), and view_rows gives the same row as from every
+    entry, through inserts and deletes of the extremes, NULLs, and every ordered type.
+    Maps read otherwise (a count, a sum, a GROUP BY's, a float's values) are left whole."""
+    import random
+    from datetime import date
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from cumulus.engine.results_rows import extreme_domains, extremes_of
+    from cumulus.m3.interpreter import Event, Interpreter
+    from cumulus.sql.views import view_rows
+    from cumulus.store.maps import key_slots, summed_entries, value_slot
+
+    sql = ("SELECT MIN(i) AS lo, MAX(i) AS hi, MIN(s) AS first, MAX(dt) AS last, MAX(d) AS top, MIN(b) AS fb, "
+           "MIN(f) AS low_f, COUNT(*) AS n, SUM(j) AS total FROM u")
+    compiled = compile_views(SCHEMA, [("v", sql), ("g", "SELECT k, MAX(i) AS hi FROM u GROUP BY k")])
+    plan, maps = compiled.views["v"], compiled.checked.maps
+    found = extreme_domains([plan], maps)
+    cut = {c.name: c.values.map for c in plan.columns if c.values is not None and c.values.map in found}
+    assert set(cut) == {"lo", "hi", "first", "last", "top", "fb"}, found
+    for c in plan.columns:  # each with the extreme its column takes, of its value's slot
+        if c.name in cut:
+            assert (key_slots(maps[cut[c.name]])[c.values.keys.index(c.value_var)], c.kind) in found[cut[c.name]]
+    assert extreme_domains([compiled.views["g"]], maps) == {}
+    assert extreme_domains([plan, compiled.views["g"]], maps).keys() == found.keys() - set(compiled.views["g"].maps)
+
+    rng = random.Random(7)
+
+    def row():
+        pick = lambda *values: rng.choice([*values, None])  # noqa: E731
+        return (1, pick(*range(-3, 4)), 0, pick(Decimal("1.50"), Decimal("-2.25"), Decimal("9.99")), pick(0.5, -1.0),
+                pick("a", "é", "zz", ""), pick(date(2020, 1, 1), date(1999, 12, 31)), pick(True, False))
+
+    interp, alive = Interpreter(compiled.checked), []
+    for step in range(120):
+        if alive and rng.random() < 0.4:
+            interp.process(Event("-", "u", alive.pop(rng.randrange(len(alive)))))
+        else:
+            alive.append(row())
+            interp.process(Event("+", "u", alive[-1]))
+        if step % 10:
+            continue
+
+        def beyond(value):  # a value past every one drawn (its rows will sum to zero)
+            if value is None or isinstance(value, bool):
+                return value
+            return {int: 100, Decimal: Decimal("1000"), float: 100.0, str: "~~~", date: date(2100, 1, 1)}[type(value)]
+
+        def arrow(name: str) -> pa.Table | None:  # each entry as two rows, and a key past all whose rows sum to 0
+            info, entries = maps[name], interp.entries(name)
+            keys = [k for k in entries for _ in range(2)]
+            values = [x for v in entries.values() for x in (v + 1, -1)]
+            if entries and info.key_types:
+                keys += [tuple(beyond(v) for v in next(iter(entries)))] * 2
+                values += [3, -3]
+            columns = {slot: [k[i] for k in keys] for i, slot in enumerate(key_slots(info))}
+            return pa.table({**columns, value_slot(info.type): values}) if keys else None
+
+        def read(name: str, cutting: bool):
+            rows = arrow(name)
+            if rows is None:
+                return {}
+            return summed_entries(extremes_of(rows, maps[name], found[name]) if cutting and name in found else rows,
+                                  maps[name])
+
+        whole = view_rows(plan, lambda name: read(name, False))
+        assert whole == view_rows(plan, interp.entries), step
+        assert view_rows(plan, lambda name: read(name, True)) == whole, (step, alive)
