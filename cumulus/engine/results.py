@@ -39,21 +39,26 @@ changes; a PyIceberg commit about 0.1 s):
    files at the tag, each map's files read by Arrow, the read API's view semantics
    (`view_rows`, held equal to view_sql by tests/sqlreads/test_view_sql.py) make each
    view's rows, and one PyIceberg commit writes and tags the table
-   (`cumulus.results-writer = driver`);
-2. the driver too, for a touched update of any other table without a MERGE's delete
-   files and of at most `results_collect_rows` rows (no float group column), whose
-   view's maps hold at most `results_driver_touched_rows` rows at the tag: the
+   (`cumulus.results-writer = driver`). The maps of values of a MIN/MAX without GROUP
+   BY are not counted: Arrow cuts them to their extremes first (`extreme_domains`);
+2. the driver too, for a touched update of any other table (no float group column)
+   whose view's maps hold at most `results_driver_touched_rows` rows at the tag: the
    touched groups' keys from the delta rows' files (`_touched_keys`), each map's files
    read whole by Arrow and its rows of those groups kept, view_rows over them
-   (`_touched_rows`), and the table's rows of the other groups (read back and dropped
-   as the MERGE's `<=>` matches them: `without_groups`), written and tagged in one
-   commit. Each is a copy of the table that its tag keeps, so the bound also bounds
-   what an epoch adds to storage; a larger table takes a MERGE;
+   (`_touched_rows`). A table without delete files of at most `results_collect_rows`
+   rows takes them with its rows of the other groups (read back and dropped as the
+   MERGE's `<=>` matches them: `without_groups`), written and tagged in one PyIceberg
+   commit: a copy of the table that its tag keeps, so the bound also bounds what an
+   epoch adds to storage. A larger one (not a TOP) takes a row delta (`_commit_delta`,
+   cumulus/store/rowdelta.py): its rows of those groups deleted by position, the new
+   ones added, with the tag, in one commit through Iceberg's RowDelta in the driver's
+   JVM;
 3. Spark's query and the driver's commit, for such a table rewritten whole: Spark
    computes its rows, collected as Arrow, and the driver writes and tags them
    (`spark-collected`);
-4. Spark alone otherwise: a MERGE of the touched groups' rows (Spark's query of them),
-   a whole write, then ALTER TABLE's tag.
+4. Spark alone otherwise: a MERGE of the touched groups' rows (Spark's query of them)
+   of a view whose maps hold more than `results_driver_touched_rows`, a whole write,
+   then ALTER TABLE's tag.
 
 A new view's table is first created empty, its columns from Spark's analysis of the
 view's SQL (`_create_empty`: a metadata commit, no job), so a small view's first rows
