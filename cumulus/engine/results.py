@@ -41,7 +41,8 @@ changes; a PyIceberg commit about 0.1 s):
    view's rows, and one PyIceberg commit writes and tags the table
    (`cumulus.results-writer = driver`). The maps of values of a MIN/MAX without GROUP
    BY are not counted: Arrow cuts them to their extremes first (`extreme_domains`);
-2. the driver too, for a touched update of any other table (no float group column)
+2. the driver too, for a touched update of any other table (group columns of string,
+   boolean, integer, decimal or date types, and no timestamp column: `_driver_touches`)
    whose view's maps hold at most `results_driver_touched_rows` rows at the tag: the
    touched groups' keys from the delta rows' files (`_touched_keys`), each map's files
    read whole by Arrow and its rows of those groups kept, view_rows over them
@@ -239,11 +240,20 @@ def _no_deletes(meta: Mapping[str, object] | None) -> bool:
     return not int(summary.get("total-delete-files", 0))
 
 
-def _float_groups(meta: Mapping[str, object], outputs: tuple[str, ...]) -> bool:
-    """Whether a results table has a float column among a view's group columns (the driver
-    cannot find its groups as Spark's `<=>` does: without_groups)."""
+# Iceberg types of a group column the driver finds a table's rows by as Spark's `<=>`
+# does (results_rows._filler: not a float's, whose NaN and -0.0 Spark's equality treats
+# its own way, nor a timestamp's).
+_DRIVER_GROUP_TYPES = ("string", "boolean", "int", "long", "date", "decimal")
+
+
+def _driver_touches(meta: Mapping[str, object], outputs: tuple[str, ...]) -> bool:
+    """Whether the driver can update a results table by its groups `outputs` (a view's
+    group columns): each of a type it finds rows by, and no timestamp column (arrow_rows
+    refuses a naive datetime). Else Spark's MERGE or a whole write, chosen up front."""
     schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
-    return any(f["type"] in ("float", "double") for f in schema["fields"] if f["name"] in outputs)
+    types = {f["name"]: f["type"] if isinstance(f["type"], str) else "" for f in schema["fields"]}
+    return (not any(t.startswith("timestamp") for t in types.values())
+            and all(types.get(o, "").startswith(_DRIVER_GROUP_TYPES) for o in outputs))
 
 
 def _live_rows(meta: Mapping[str, object]) -> int:
@@ -421,8 +431,11 @@ def _commit_delta(home: Home, compiled: Compilation, view: str, written: _Writte
     the table's live rows of those groups (found as the MERGE's `<=>` finds them:
     of_groups over their group columns, read with their positions) deleted by position,
     the new rows added. False (nothing written, logged) when the groups cannot be found
-    that way."""
+    that way or the table is partitioned."""
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
+    if not table.spec().is_unpartitioned():  # (a user's partitioning: commit_row_delta's files are not placed)
+        log.info("results.%s: partitioned: updated by Spark", view)
+        return False
     outputs = written.touch.groups[0]  # type: ignore[union-attr]
     rows = fitted_rows(table.schema().as_arrow(), view, compiled.views[view], written.rows)
     live = live_rows(table, outputs)
@@ -647,7 +660,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
     def collects(view: str, touch: Touch | None = None) -> bool:  # the driver writes it (module doc: 2, 3)
         meta = metas[view]
         return (mode == "auto" and _no_deletes(meta) and _live_rows(meta) <= settings.results_collect_rows
-                and not (touch is not None and _float_groups(meta, touch.groups[0])))
+                and (touch is None or _driver_touches(meta, touch.groups[0])))
 
     def drives(view: str, touch: Touch) -> bool:  # the driver updates it by touched groups (module doc: 2)
         return bool(mode == "auto" and stored and stored.of(compiled.views[view]) <= settings.results_driver_touched_rows
@@ -655,7 +668,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
 
     def deltas_of(view: str, touch: Touch) -> bool:  # ... by a row delta (module doc: 2)
         return (not collects(view, touch) and touch.shape != TOP and metas[view] is not None
-                and not _float_groups(metas[view], touch.groups[0]))
+                and _driver_touches(metas[view], touch.groups[0]))
 
     # The views a touched update may suit (rows found by group, a changed map, a table
     # showing `since`, the driver's to write or MERGE's) and how many groups of each the

@@ -101,7 +101,8 @@ def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table
     Iceberg table `name` (Spark's name; `table`: PyIceberg's of it) and add the rows
     `added` (its columns), and tag the result, in one commit carrying `properties`. The
     commit fails (Iceberg's validation, nothing committed) when another commit since
-    the live rows' snapshot removed a data file a delete names."""
+    the live rows' snapshot added a data or delete file or removed a data file a delete
+    names."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -116,7 +117,11 @@ def commit_row_delta(spark: SparkSession, name: str, table: Any, added: pa.Table
         raise StoreError(f"{name}: changed since its rows were read (snapshot {snapshot}); try again")
     parquet = iceberg.FileFormat.PARQUET
     tx = java.newTransaction()
-    delta = tx.newRowDelta().validateFromSnapshot(snapshot).validateDeletedFiles()
+    # Any data or delete file another commit added since `snapshot` fails it, as Spark's
+    # serializable MERGE does (so does one removing a data file that a delete names).
+    delta = tx.newRowDelta().validateFromSnapshot(snapshot).validateDeletedFiles() \
+        .conflictDetectionFilter(iceberg.expressions.Expressions.alwaysTrue()) \
+        .validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
     if added.num_rows:
         path = _write(java, table, added.cast(table.schema().as_arrow()), "data")
         file = java.io().newInputFile(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cumulus.engine import results
 from cumulus.engine.results import delta_snapshots
 from cumulus.engine.results_rows import BAG, KEYED, TOP, Touch, top_rows, touchable
 from cumulus.schema import load_schema
@@ -341,3 +342,17 @@ def test_the_driver_cuts_a_min_or_max_map_to_its_extremes_and_gets_the_same_row(
         whole = view_rows(plan, lambda name: read(name, False))
         assert whole == view_rows(plan, interp.entries), step
         assert view_rows(plan, lambda name: read(name, True)) == whole, (step, alive)
+
+
+def test_the_driver_updates_by_groups_only_of_types_it_finds_rows_by():
+    def meta(**types):
+        return {"current-schema-id": 1, "schemas": [{"schema-id": 1, "fields": [
+            {"id": i, "name": n, "type": t, "required": False} for i, (n, t) in enumerate(types.items(), 1)]}]}
+
+    kinds = meta(k="string", n="long", d="date", p="decimal(12, 2)", b="boolean", i="int", v="double")
+    assert results._driver_touches(kinds, ("k", "n", "d", "p", "b", "i"))
+    assert not results._driver_touches(kinds, ("k", "v"))  # a float group: Spark's <=>
+    assert not results._driver_touches(kinds, ("k", "missing"))
+    assert not results._driver_touches(meta(k="string", at="timestamptz"), ("k",))  # a timestamp anywhere
+    assert not results._driver_touches(meta(k="timestamp", v="long"), ("k",))
+    assert not results._driver_touches(meta(k="binary", v="long"), ("k",))
