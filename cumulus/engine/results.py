@@ -256,6 +256,13 @@ def _driver_touches(meta: Mapping[str, object], outputs: tuple[str, ...]) -> boo
             and all(types.get(o, "").startswith(_DRIVER_GROUP_TYPES) for o in outputs))
 
 
+def _unpartitioned(meta: Mapping[str, object]) -> bool:
+    """Whether a results table's default partition spec has no field (a user may have
+    partitioned it: the driver's row delta places no file by partition)."""
+    spec = next(s for s in meta["partition-specs"] if s["spec-id"] == meta["default-spec-id"])
+    return not spec["fields"]
+
+
 def _live_rows(meta: Mapping[str, object]) -> int:
     summary = next(iter(commit.summaries_back(meta)), {})
     return int(summary.get("total-records", 0)) - int(summary.get("total-position-deletes", 0))
@@ -431,11 +438,8 @@ def _commit_delta(home: Home, compiled: Compilation, view: str, written: _Writte
     the table's live rows of those groups (found as the MERGE's `<=>` finds them:
     of_groups over their group columns, read with their positions) deleted by position,
     the new rows added. False (nothing written, logged) when the groups cannot be found
-    that way or the table is partitioned."""
+    that way."""
     table = shared_catalog(home.settings).load_table(home.tables.results(view).pyiceberg)
-    if not table.spec().is_unpartitioned():  # (a user's partitioning: commit_row_delta's files are not placed)
-        log.info("results.%s: partitioned: updated by Spark", view)
-        return False
     outputs = written.touch.groups[0]  # type: ignore[union-attr]
     rows = fitted_rows(table.schema().as_arrow(), view, compiled.views[view], written.rows)
     live = live_rows(table, outputs)
@@ -668,7 +672,7 @@ def write_results(home: Home, epoch: int, *, mode: str = "auto") -> dict[str, st
 
     def deltas_of(view: str, touch: Touch) -> bool:  # ... by a row delta (module doc: 2)
         return (not collects(view, touch) and touch.shape != TOP and metas[view] is not None
-                and _driver_touches(metas[view], touch.groups[0]))
+                and _driver_touches(metas[view], touch.groups[0]) and _unpartitioned(metas[view]))
 
     # The views a touched update may suit (rows found by group, a changed map, a table
     # showing `since`, the driver's to write or MERGE's) and how many groups of each the

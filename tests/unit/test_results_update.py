@@ -356,3 +356,14 @@ def test_the_driver_updates_by_groups_only_of_types_it_finds_rows_by():
     assert not results._driver_touches(meta(k="string", at="timestamptz"), ("k",))  # a timestamp anywhere
     assert not results._driver_touches(meta(k="timestamp", v="long"), ("k",))
     assert not results._driver_touches(meta(k="binary", v="long"), ("k",))
+
+
+def test_the_driver_writes_row_deltas_of_unpartitioned_tables_only():
+    def meta(*fields):
+        return {"default-spec-id": 1, "partition-specs": [
+            {"spec-id": 0, "fields": []},
+            {"spec-id": 1, "fields": [{"name": n, "transform": "identity", "source-id": 1, "field-id": 1000}
+                                      for n in fields]}]}
+
+    assert results._unpartitioned(meta())
+    assert not results._unpartitioned(meta("k"))
